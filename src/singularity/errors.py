@@ -8,6 +8,7 @@ exit codes in one place (`singularity.cli.main`).
     ├── ConfigurationError     "configuration: …"  exit 2
     ├── SecretFileError        "secret file: …"    exit 2
     ├── StateError             "state: …"          exit 4
+    │   └── StateLockedError   another runtime holds the state directory's lock
     ├── FatalIoError           bare message         exit 4  (fsync or write failure)
     ├── UpstreamError                               exit 3  (carries a retry class)
     │   ├── BramaError         "brama: …"
@@ -67,6 +68,10 @@ class StateError(SingularityError):
 
     prefix = "state"
     exit_code = 4
+
+
+class StateLockedError(StateError):
+    """Another runtime owns the state directory (decision 11)."""
 
 
 class FatalIoError(SingularityError):

@@ -16,7 +16,7 @@ def parse_money(value: object) -> Decimal:
     if isinstance(value, int):
         result = Decimal(value)
     elif isinstance(value, float):
-        result = Decimal(value)  # exact conversion from the binary value (spec §8.3)
+        result = Decimal(repr(value))  # the number as written, not its binary expansion
     elif isinstance(value, str):
         text = value.strip()
         try:

@@ -2,20 +2,40 @@
 
 A result is rejected whole (never truncated or redacted) when it is too large, nested
 too deep, has a secret-shaped key, holds a NUL or private-key block, mentions a raw
-local path, or holds a string that looks like JSON but is not. The walk is iterative,
-so adversarially deep input is refused without recursion.
+local path, or holds a string that looks like JSON but is not.
+
+The check runs in two iterative passes, so adversarially deep or wide input is refused
+without recursion and without building its serialization:
+
+1. the structure of the content itself: only JSON-shaped values (dict with string keys,
+   list or tuple, str, int, finite float, bool, None, and finite `Decimal`, which the
+   codec renders as a money string), depth at most `MAX_DEPTH`, and the exact compact
+   serialization size, counted as the walk goes and refused as soon as it passes
+   `MAX_OUTPUT_BYTES`. Only then is `compact` called, to measure the real bytes.
+2. the content rules (keys, strings, embedded JSON), recursing into embedded JSON
+   strings. Embedded text is parsed only after a bracket pre-scan has shown it nests no
+   deeper than the depth rule allows, so the parser never meets deep input.
+
+Values a UTF-8 JSON serialization cannot carry are rejected: lone surrogates,
+NaN/Infinity, integers beyond Python's digit limit for `str(int)`, non-string keys and
+any non-JSON Python object (a set, bytes, an arbitrary instance).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import re
+from decimal import Decimal
+from json.encoder import encode_basestring
+from typing import Any, Final
 
 from singularity.jsoncodec import compact, loads_strict
-from singularity.tools.arguments import UNICODE_WHITESPACE, trim
+from singularity.money import render_money
+from singularity.tools.arguments import UNICODE_WHITESPACE, trim, utf8_length
 
-MAX_OUTPUT_BYTES = 65536
-MAX_DEPTH = 8
-SECRET_KEY_WORDS = (
+MAX_OUTPUT_BYTES: Final = 65536
+MAX_DEPTH: Final = 8
+SECRET_KEY_WORDS: Final = (
     "secret",
     "password",
     "passwd",
@@ -31,8 +51,15 @@ SECRET_KEY_WORDS = (
     "secret_path",
     "key_path",
 )
-PRIVATE_KEY_MARKERS = ("-----begin private key-----", "-----begin openssh private key-----")
-PATH_TOKEN_STRIP = ",;:()[]'\""
+PRIVATE_KEY_MARKERS: Final = (
+    "-----begin private key-----",
+    "-----begin openssh private key-----",
+)
+PATH_TOKEN_STRIP: Final = ",;:()[]'\""
+
+# "Split on whitespace" uses the same Unicode White_Space set as trim (spec §2), not
+# Python's str.split(), which also splits on U+001C..U+001F.
+_WHITESPACE_RUN: Final = re.compile("[" + re.escape(UNICODE_WHITESPACE) + "]+")
 
 
 class BoundaryRejection(Exception):
@@ -40,26 +67,109 @@ class BoundaryRejection(Exception):
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether an object key looks like it names a credential."""
+    """Whether an object key looks like it names a credential (rule 3).
+
+    The key is ASCII-lowercased, `-` and space become `_`, and it must equal a secret
+    word or end with `_` + a secret word.
+    """
     normalized = "".join(
         "_" if char in "- " else (char.lower() if char.isascii() else char) for char in key
     )
-    return any(
-        normalized == word or normalized.endswith("_" + word) for word in SECRET_KEY_WORDS
-    )
+    return any(normalized == word or normalized.endswith("_" + word) for word in SECRET_KEY_WORDS)
 
 
 def has_raw_local_path(text: str) -> bool:
-    """Whether a whitespace-separated token starts with `/` or `file://`."""
-    for token in text.split():
-        token = token.strip(PATH_TOKEN_STRIP)
-        if token.startswith("/") or token.startswith("file://"):
+    """Whether a whitespace-separated token starts with `/` or `file://` (rule 5).
+
+    Each token is stripped of `, ; : ( ) [ ] ' "` at both ends first.
+    """
+    for token in _WHITESPACE_RUN.split(text):
+        stripped = token.strip(PATH_TOKEN_STRIP)
+        if stripped.startswith(("/", "file://")):
             return True
     return False
 
 
-def _max_bracket_nesting(text: str) -> int:
-    """How deep `[`/`{` nest in JSON text, ignoring brackets inside strings."""
+def _reject_depth() -> BoundaryRejection:
+    return BoundaryRejection(f"nesting exceeds depth {MAX_DEPTH}")
+
+
+def _reject_size() -> BoundaryRejection:
+    return BoundaryRejection(f"output exceeds {MAX_OUTPUT_BYTES} bytes")
+
+
+def _string_size(text: str) -> int:
+    """Bytes of `text` as a compact JSON string (quotes and escapes included)."""
+    size = utf8_length(encode_basestring(text))
+    if size is None:
+        raise BoundaryRejection("string holds a lone surrogate")
+    return size
+
+
+def _scalar_size(value: object) -> int:
+    """Bytes of a non-container value in compact JSON; rejects what JSON cannot carry."""
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if isinstance(value, int):
+        try:
+            return len(int.__repr__(value))
+        except ValueError:  # beyond sys.get_int_max_str_digits()
+            raise BoundaryRejection("integer too long to serialize") from None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BoundaryRejection("number is not finite")
+        return len(float.__repr__(value))
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise BoundaryRejection("number is not finite")
+        exponent = value.as_tuple().exponent
+        assert isinstance(exponent, int)  # finite decimals have an integer exponent
+        if (value != 0 and value.adjusted() >= MAX_OUTPUT_BYTES) or -exponent >= MAX_OUTPUT_BYTES:
+            raise _reject_size()  # its plain rendering alone is too long
+        return len(render_money(value)) + 2  # serialized as a JSON string of ASCII digits
+    raise BoundaryRejection(f"{type(value).__name__} is not a JSON value")
+
+
+def _check_structure(content: Any) -> None:
+    """Pass 1: JSON shape, depth and exact compact size of the content itself."""
+    size = 0
+    pending: list[tuple[Any, int]] = [(content, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise _reject_depth()
+        if isinstance(value, str):
+            size += _string_size(value)
+        elif isinstance(value, dict):
+            count = len(value)
+            size += 2 + 2 * count - (1 if count else 0)  # braces, colons, commas
+            if size + len(pending) + 2 * count > MAX_OUTPUT_BYTES:
+                raise _reject_size()  # every key and member takes at least one more byte
+            for key, member in value.items():
+                if not isinstance(key, str):
+                    raise BoundaryRejection("object key is not a string")
+                size += _string_size(key)
+                pending.append((member, depth + 1))
+        elif isinstance(value, list | tuple):
+            count = len(value)
+            size += 2 + count - (1 if count else 0)  # brackets, commas
+            if size + len(pending) + count > MAX_OUTPUT_BYTES:
+                raise _reject_size()  # every element takes at least one more byte
+            pending.extend((element, depth + 1) for element in value)
+        else:
+            size += _scalar_size(value)
+        # Every value still pending serializes to at least one byte.
+        if size + len(pending) > MAX_OUTPUT_BYTES:
+            raise _reject_size()
+
+
+def _max_bracket_nesting(text: str, limit: int) -> int:
+    """How deep `[`/`{` nest in JSON text, ignoring brackets inside strings.
+
+    Stops counting once the nesting passes `limit`.
+    """
     depth = deepest = 0
     in_string = escaped = False
     for char in text:
@@ -74,13 +184,19 @@ def _max_bracket_nesting(text: str) -> int:
             in_string = True
         elif char in "[{":
             depth += 1
-            deepest = max(deepest, depth)
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
         elif char in "]}":
             depth -= 1
     return deepest
 
 
 def _check_string(text: str, depth: int, pending: list[tuple[Any, int]]) -> None:
+    """Rules 4-6 for one string value at `depth`; queues an embedded JSON value."""
+    if utf8_length(text) is None:
+        raise BoundaryRejection("string holds a lone surrogate")
     trimmed = trim(text)
     if "\x00" in trimmed:
         raise BoundaryRejection("string contains NUL")
@@ -89,9 +205,10 @@ def _check_string(text: str, depth: int, pending: list[tuple[Any, int]]) -> None
         raise BoundaryRejection("string contains a private key block")
     if has_raw_local_path(text):
         raise BoundaryRejection("string contains a raw local path")
-    if trimmed[:1] in ("{", "["):
-        if depth + _max_bracket_nesting(trimmed) > MAX_DEPTH:
-            raise BoundaryRejection(f"nesting exceeds depth {MAX_DEPTH}")
+    if trimmed.startswith(("{", "[")):
+        # The embedded value sits at depth + 1, so its innermost bracket at depth + nesting.
+        if depth + _max_bracket_nesting(trimmed, MAX_DEPTH) > MAX_DEPTH:
+            raise _reject_depth()
         try:
             embedded = loads_strict(trimmed)
         except (ValueError, RecursionError):
@@ -99,29 +216,39 @@ def _check_string(text: str, depth: int, pending: list[tuple[Any, int]]) -> None
         pending.append((embedded, depth + 1))
 
 
-def check_output(content: Any) -> None:
-    """Raise `BoundaryRejection` when the content may not cross the boundary."""
+def _check_content(content: Any) -> None:
+    """Pass 2: rules 2-6 over the content and every embedded JSON string."""
     pending: list[tuple[Any, int]] = [(content, 0)]
-    string_bytes = 0
     while pending:
         value, depth = pending.pop()
         if depth > MAX_DEPTH:
-            raise BoundaryRejection(f"nesting exceeds depth {MAX_DEPTH}")
+            raise _reject_depth()
         if isinstance(value, dict):
             for key, member in value.items():
-                if is_secret_key(str(key)):
+                if utf8_length(key) is None:
+                    raise BoundaryRejection("object key holds a lone surrogate")
+                if is_secret_key(key):
                     raise BoundaryRejection(f"secret-shaped key: {key}")
                 pending.append((member, depth + 1))
-        elif isinstance(value, list):
+        elif isinstance(value, list | tuple):
             pending.extend((element, depth + 1) for element in value)
         elif isinstance(value, str):
-            string_bytes += len(value)
-            if string_bytes > MAX_OUTPUT_BYTES:
-                raise BoundaryRejection(f"output exceeds {MAX_OUTPUT_BYTES} bytes")
             _check_string(value, depth, pending)
-    size = len(compact(content).encode("utf-8", "surrogatepass"))
+        elif isinstance(value, float) and not math.isfinite(value):
+            # Embedded JSON such as `[1e400]` parses to infinity in Python.
+            raise BoundaryRejection("number is not finite")
+
+
+def check_output(content: Any) -> None:
+    """Raise `BoundaryRejection` when the content may not cross the boundary."""
+    _check_structure(content)
+    try:
+        size = len(compact(content).encode("utf-8"))
+    except (TypeError, ValueError, RecursionError):  # unreachable after pass 1; defensive
+        raise BoundaryRejection("content cannot be serialized as JSON") from None
     if size > MAX_OUTPUT_BYTES:
-        raise BoundaryRejection(f"output exceeds {MAX_OUTPUT_BYTES} bytes")
+        raise _reject_size()
+    _check_content(content)
 
 
 def passes_boundary(content: Any) -> bool:
@@ -133,4 +260,13 @@ def passes_boundary(content: Any) -> bool:
     return True
 
 
-__all__ = ["UNICODE_WHITESPACE", "BoundaryRejection", "check_output", "passes_boundary"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_OUTPUT_BYTES",
+    "UNICODE_WHITESPACE",
+    "BoundaryRejection",
+    "check_output",
+    "has_raw_local_path",
+    "is_secret_key",
+    "passes_boundary",
+]

@@ -1,0 +1,103 @@
+"""Commands that look at a being without animating it: `show`, `verify`, `tools`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from singularity.cli.options import settings_from, state_options
+from singularity.cli.output import console, print_json
+from singularity.errors import StateError
+from singularity.runtime.catalogue import builtin_catalogue
+from singularity.runtime.summary import summarize
+from singularity.runtime.verify import verify_state_dir
+from singularity.storage.statedir import peek_state
+
+
+@click.command()
+@state_options
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def show(as_json: bool, **params: Any) -> None:
+    """Show a being: identity, status, budget, mind, newest memories, children."""
+    settings = settings_from(params)
+    state = peek_state(settings.state_dir)
+    if state is None:
+        raise StateError(f"no being state exists at {settings.state_dir}")
+    summary = summarize(state)
+    if as_json:
+        print_json(summary)
+        return
+    _render_summary(summary)
+
+
+def _render_summary(summary: dict[str, Any]) -> None:
+    out = console()
+    identity = summary["identity"]
+    budget = summary["budget"]
+    mind = summary["mind"]
+    out.print(
+        f"[bold]{escape(identity['name'])}[/bold] ({escape(identity['ticker'])}), "
+        f"specialized in {escape(identity['specialty'])}; agent {escape(identity['agent_id'])}"
+    )
+    out.print(
+        f"status [bold]{summary['status']}[/bold], cycle {summary['cycle']}, "
+        f"model {escape(summary['current_model'])}"
+    )
+    out.print(
+        f"balance {budget['remaining']} USD of {budget['starting']} "
+        f"(earned {budget['earned']}, spent {budget['api_spent']} on tokens and "
+        f"{budget['instance_spent']} on instance time, {budget['children_funded']} to children; "
+        f"{budget['total_tokens']} tokens)"
+    )
+    out.print(
+        f"mind: prompt {mind['system_prompt_bytes']} bytes, {mind['rules']} rules, "
+        f"{mind['learnings']} learnings, {mind['memories']} memories, "
+        f"{mind['children']} children; conversation {summary['conversation_messages']} messages"
+    )
+    if summary["recent_actions"]:
+        out.print("recent actions: " + escape(", ".join(summary["recent_actions"])))
+    if summary["newest_memories"]:
+        table = Table("kind", "memory", "created", title="newest memories")
+        for memory in summary["newest_memories"]:
+            table.add_row(escape(memory["kind"]), escape(memory["text"]), memory["created_at"])
+        out.print(table)
+    if summary["children"]:
+        table = Table("id", "name", "ticker", "state dir", title="children")
+        for child in summary["children"]:
+            table.add_row(child["id"], escape(child["name"]), escape(child["ticker"]),
+                          escape(child["state_dir"]))
+        out.print(table)
+
+
+@click.command()
+@click.argument("state_dir", type=click.Path())
+def verify(state_dir: str) -> None:
+    """Check every invariant of a state directory; list what is wrong and exit 4."""
+    problems = verify_state_dir(state_dir)
+    if not problems:
+        click.echo(f"{state_dir}: ok")
+        return
+    for problem in problems:
+        click.echo(f"{state_dir}: {problem}")
+    raise StateError(f"{state_dir} failed verification: {len(problems)} problem(s)")
+
+
+@click.command()
+@click.option("--format", "output_format", type=click.Choice(["json", "table"]), default="json",
+              show_default=True, help="Output format.")
+def tools(output_format: str) -> None:
+    """List the tools a being can call."""
+    definitions = builtin_catalogue().definitions
+    if output_format == "table":
+        for definition in definitions:
+            click.echo(f"{definition.name}\t{definition.description}")
+        return
+    print_json(
+        [
+            {"name": d.name, "description": d.description, "parameters": d.parameters}
+            for d in definitions
+        ]
+    )

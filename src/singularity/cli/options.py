@@ -1,0 +1,50 @@
+"""Click options generated from the option table, so flags, variables and file keys agree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import click
+
+from singularity.config import ALL_OPTIONS, STATE_OPTIONS, Option, Settings, resolve
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _click_option(option: Option) -> Callable[[F], F]:
+    env = f" [env: {option.env}]" if option.env else ""
+    default = f" [default: {option.default}]" if option.default not in (None, "") else ""
+    help_text = f"{option.help}{env}{default}"
+    if option.kind == "bool":
+        return click.option(option.flag, option.name, is_flag=True, default=None, help=help_text)
+    return click.option(option.flag, option.name, default=None, help=help_text)
+
+
+def config_option(function: F) -> F:
+    """The `--config FILE` option."""
+    return click.option(
+        "--config", "config_file", default=None,
+        help="TOML config file [env: SINGULARITY_CONFIG] [default: ./singularity.toml if present]",
+    )(function)
+
+
+def with_options(options: Iterable[Option]) -> Callable[[F], F]:
+    """Decorate a command with a click option for each option."""
+
+    def decorate(function: F) -> F:
+        for option in reversed(tuple(options)):
+            function = _click_option(option)(function)
+        return config_option(function)
+
+    return decorate
+
+
+runtime_options = with_options(ALL_OPTIONS)
+state_options = with_options(STATE_OPTIONS)
+
+
+def settings_from(params: dict[str, Any]) -> Settings:
+    """Resolve settings from a command's parameters (unknown parameters are ignored)."""
+    config_file = params.pop("config_file", None)
+    return resolve(params, config_file=config_file)

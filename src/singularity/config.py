@@ -1,0 +1,334 @@
+"""Configuration: every option as a flag, an environment variable and a config-file key.
+
+Precedence is flag > environment > TOML file > default (decision 2). This is the only
+module that reads `os.environ`. The result is a frozen `Settings`, resolved once and
+passed down; the checks of spec §3.2 live in `singularity.settings_check`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from singularity.domain.identity import UNPINNED_HEX, U64_MAX, Identity
+from singularity.errors import ConfigurationError
+from singularity.money import parse_money
+
+Kind = Literal["text", "int", "decimal", "number", "bool"]
+DEFAULT_CONFIG_FILE = "singularity.toml"
+CONFIG_ENV = "SINGULARITY_CONFIG"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its settings name (also the TOML key), flag, variable, default and kind."""
+
+    name: str
+    flag: str
+    env: str | None
+    default: str | None
+    kind: Kind
+    help: str
+
+
+def _opt(name: str, env: str | None, default: str | None, kind: Kind, help: str) -> Option:
+    return Option(name, "--" + name.replace("_", "-"), env, default, kind, help)
+
+
+IDENTITY_OPTIONS = (
+    _opt("agent_id", "SINGULARITY_AGENT_ID", "local", "text", "Immutable agent identifier."),
+    _opt("agent_name", "SINGULARITY_AGENT_NAME", "MyAgent", "text", "The being's name."),
+    _opt("agent_ticker", "SINGULARITY_AGENT_TICKER", "AGENT", "text", "The being's ticker."),
+    _opt("agent_type", "SINGULARITY_AGENT_TYPE", "general", "text", "The being's type."),
+    _opt("specialty", "SINGULARITY_SPECIALTY", "general", "text", "What the being specializes in."),
+    _opt("role", "SINGULARITY_ROLE", "being", "text", "Immutable role identifier."),
+    _opt("environment", "SINGULARITY_ENVIRONMENT", "local", "text", "Environment identifier."),
+    _opt("host", "SINGULARITY_HOST", "localhost", "text", "Host identifier."),
+    _opt("workload_id", "SINGULARITY_WORKLOAD_ID", "local", "text", "Workload identifier."),
+    _opt("workload_public_key", "SINGULARITY_WORKLOAD_PUBLIC_KEY", UNPINNED_HEX, "text",
+         "Workload public key, 64 lowercase hex (zeros: unpinned)."),
+    _opt("executable_digest", "SINGULARITY_EXECUTABLE_SHA256", UNPINNED_HEX, "text",
+         "SHA-256 of the executable, 64 lowercase hex."),
+    _opt("code_digest", "SINGULARITY_CODE_SHA256", UNPINNED_HEX, "text",
+         "SHA-256 of the code, 64 lowercase hex."),
+    _opt("policy_digest", "SINGULARITY_POLICY_SHA256", UNPINNED_HEX, "text",
+         "SHA-256 of the policy, 64 lowercase hex."),
+    _opt("policy_sequence", "SINGULARITY_POLICY_SEQUENCE", "0", "int", "Policy sequence number."),
+)
+
+LOOP_OPTIONS = (
+    _opt("stimulus", "SINGULARITY_STIMULUS", None, "text",
+         "An external observation injected once, in the being's first cycle."),
+    _opt("starting_balance", "SINGULARITY_STARTING_BALANCE_USD", "10", "decimal",
+         "Starting balance in USD of a new being."),
+    _opt("instance_price", "SINGULARITY_INSTANCE_USD_PER_HOUR", "0", "decimal",
+         "Instance price in USD per hour of model-call time."),
+    _opt("input_price", "BRAMA_INPUT_PRICE_USD_PER_MILLION", "0", "decimal",
+         "USD per million prompt tokens."),
+    _opt("output_price", "BRAMA_OUTPUT_PRICE_USD_PER_MILLION", "0", "decimal",
+         "USD per million completion tokens."),
+    _opt("cycle_interval_secs", "SINGULARITY_CYCLE_INTERVAL_SECS", "5", "number",
+         "Seconds to sleep between cycles in `run`."),
+    _opt("max_tool_rounds", "SINGULARITY_MAX_TOOL_ROUNDS", "8", "int", "Model rounds per cycle."),
+    _opt("context_tokens", "SINGULARITY_CONTEXT_TOKENS", "8192", "int",
+         "Token budget of the conversation sent with each model call."),
+    _opt("workspace", "SINGULARITY_WORKSPACE", ".", "text",
+         "The directory the file tools are confined to."),
+    _opt("resume", "SINGULARITY_RESUME", "false", "bool", "Resume the existing being."),
+)
+
+STATE_OPTIONS = (
+    _opt("state_dir", "SINGULARITY_STATE_DIR", ".singularity", "text",
+         "The being's state directory."),
+)
+
+BRAMA_OPTIONS = (
+    _opt("brama_url", "BRAMA_BASE_URL", "http://127.0.0.1:8081", "text",
+         "Base URL of the OpenAI-compatible model gateway."),
+    _opt("brama_model", "BRAMA_MODEL", "any", "text", "Model id or selector for a new being."),
+    _opt("brama_secret_file", "BRAMA_HMAC_SECRET_FILE", None, "text",
+         "File holding the HMAC secret that signs gateway requests."),
+    _opt("brama_api_key_file", "BRAMA_API_KEY_FILE", None, "text",
+         "File holding a bearer API key for the gateway."),
+    _opt("max_tokens", "BRAMA_MAX_TOKENS", "2048", "int", "max_tokens of each completion."),
+    _opt("temperature", "BRAMA_TEMPERATURE", "0.2", "number", "Sampling temperature (0–2)."),
+    _opt("http_timeout_secs", "SINGULARITY_HTTP_TIMEOUT_SECS", "120", "number",
+         "Total timeout of each gateway or Most request."),
+)
+
+SKILL_OPTIONS = (
+    _opt("skills_file", "SINGULARITY_SKILLS_FILE", None, "text",
+         "JSON file of MCP servers (`mcpServers` format)."),
+    _opt("las_command", "LAS_COMMAND", "node", "text", "Program that runs the Las entrypoint."),
+    _opt("las_entrypoint", "LAS_MCP_ENTRYPOINT", None, "text",
+         "Las MCP entrypoint; enables the Las aggregator."),
+    _opt("las_only", "LAS_ONLY",
+         "weles,skarbiec,tama,stado,lem,echo,most,probierz,byk,brama,warsztat,finance",
+         "text", "Surfaces Las serves (passed verbatim)."),
+    _opt("las_skip", "LAS_SKIP", None, "text", "Surfaces Las skips (passed verbatim)."),
+    _opt("las_release_manifest", "LAS_RELEASE_MANIFEST_FILE", None, "text",
+         "Las release manifest (absolute regular file)."),
+    _opt("las_release_manifest_signature", "LAS_RELEASE_MANIFEST_SIGNATURE_FILE", None, "text",
+         "Las release manifest signature (absolute regular file)."),
+    _opt("las_release_trust_store", "LAS_RELEASE_TRUST_STORE_FILE", None, "text",
+         "Las release trust store (absolute regular file)."),
+    _opt("las_release_watermark", "LAS_RELEASE_WATERMARK_FILE", None, "text",
+         "Las release watermark (absolute path)."),
+    _opt("required_surfaces", "SINGULARITY_REQUIRED_SURFACES", "", "text",
+         "Comma-separated skill surfaces that must be present at boot."),
+    _opt("mcp_timeout_secs", "SINGULARITY_MCP_TIMEOUT_SECS", "120", "number",
+         "Deadline of each MCP request."),
+    _opt("shutdown_grace_secs", "SINGULARITY_SHUTDOWN_GRACE_SECS", "10", "number",
+         "Seconds a skill server gets to exit before it is killed."),
+    _opt("most_url", "MOST_BASE_URL", "http://127.0.0.1:8080", "text",
+         "Base URL of the Most messaging service."),
+    _opt("most_token_file", "MOST_SERVICE_TOKEN_FILE", None, "text",
+         "File holding the Most bearer token; enables the Most tools."),
+)
+
+ALL_OPTIONS = IDENTITY_OPTIONS + LOOP_OPTIONS + STATE_OPTIONS + BRAMA_OPTIONS + SKILL_OPTIONS
+OPTIONS_BY_NAME = {option.name: option for option in ALL_OPTIONS}
+# Variables holding raw credentials rather than file paths (decision 5, spec §3.1).
+RAW_SECRET_ENVS = ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY")
+LOG_ENV = "SINGULARITY_LOG"
+FAILPOINT_ENV = "SINGULARITY_FAILPOINTS"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every option, resolved and parsed."""
+
+    agent_id: str
+    agent_name: str
+    agent_ticker: str
+    agent_type: str
+    specialty: str
+    role: str
+    environment: str
+    host: str
+    workload_id: str
+    workload_public_key: str
+    executable_digest: str
+    code_digest: str
+    policy_digest: str
+    policy_sequence: int
+    stimulus: str | None
+    starting_balance: Decimal
+    instance_price: Decimal
+    input_price: Decimal
+    output_price: Decimal
+    cycle_interval_secs: float
+    max_tool_rounds: int
+    context_tokens: int
+    workspace: str
+    resume: bool
+    state_dir: str
+    brama_url: str
+    brama_model: str
+    brama_secret_file: str | None
+    brama_api_key_file: str | None
+    max_tokens: int
+    temperature: float
+    http_timeout_secs: float
+    skills_file: str | None
+    las_command: str
+    las_entrypoint: str | None
+    las_only: str
+    las_skip: str | None
+    las_release_manifest: str | None
+    las_release_manifest_signature: str | None
+    las_release_trust_store: str | None
+    las_release_watermark: str | None
+    required_surfaces: str
+    mcp_timeout_secs: float
+    shutdown_grace_secs: float
+    most_url: str
+    most_token_file: str | None
+    raw_secrets: Mapping[str, str]
+    log_level: str
+    failpoints: str
+    config_file: str | None
+
+    def identity(self) -> Identity:
+        """The identity this configuration describes."""
+        return Identity(
+            agent_id=self.agent_id,
+            name=self.agent_name,
+            ticker=self.agent_ticker,
+            agent_type=self.agent_type,
+            specialty=self.specialty,
+            role=self.role,
+            environment=self.environment,
+            host=self.host,
+            workload_id=self.workload_id,
+            workload_public_key=self.workload_public_key,
+            executable_digest=self.executable_digest,
+            code_digest=self.code_digest,
+            policy_digest=self.policy_digest,
+            policy_sequence=self.policy_sequence,
+        )
+
+    @property
+    def required_surface_list(self) -> list[str]:
+        """Required surfaces: items trimmed, empties dropped."""
+        return [item.strip() for item in self.required_surfaces.split(",") if item.strip()]
+
+    def environment_values(self) -> dict[str, str]:
+        """The settings as the environment variables that would reproduce them (no secrets)."""
+        values: dict[str, str] = {}
+        for option in ALL_OPTIONS:
+            value = getattr(self, option.name)
+            if option.env is None or value is None:
+                continue
+            values[option.env] = _render(value)
+        return values
+
+
+def _render(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _source_label(option: Option, source: str) -> str:
+    return {"flag": option.flag, "env": option.env or option.flag}.get(source, option.name)
+
+
+def _parse(option: Option, raw: object, source: str) -> object:
+    label = _source_label(option, source)
+    if option.kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw in ("true", "false"):
+            return raw == "true"
+        raise ConfigurationError(f"{label} must be true or false")
+    text = raw if isinstance(raw, str) else None
+    if option.kind == "text":
+        if text is None:
+            raise ConfigurationError(f"{label} must be a string")
+        return text
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ConfigurationError(f"{label} must be a number")
+    if option.kind == "int":
+        try:
+            number = int(raw) if not isinstance(raw, float) else None
+        except ValueError:
+            number = None
+        if number is None or number < 0 or number > U64_MAX:
+            raise ConfigurationError(f"{label} must be a non-negative integer")
+        return number
+    if option.kind == "decimal":
+        try:
+            return parse_money(raw)
+        except ValueError:
+            raise ConfigurationError(f"{label} must be a decimal number") from None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{label} must be a number") from None
+    return value
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """Read a TOML config file whose keys are option names."""
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as error:
+        raise ConfigurationError(f"config file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigurationError(f"config file {path}: {error}") from None
+    unknown = sorted(set(document) - set(OPTIONS_BY_NAME))
+    if unknown:
+        raise ConfigurationError(f"config file {path}: unknown option {unknown[0]}")
+    return document
+
+
+def resolve(
+    flags: Mapping[str, object | None],
+    *,
+    config_file: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every option: flag > environment > config file > default."""
+    env = os.environ if environ is None else environ
+    file_path = config_file or env.get(CONFIG_ENV)
+    if file_path is None and Path(DEFAULT_CONFIG_FILE).is_file():
+        file_path = DEFAULT_CONFIG_FILE
+    file_values = read_config_file(file_path) if file_path else {}
+    values: dict[str, object] = {}
+    for option in ALL_OPTIONS:
+        flag_value = flags.get(option.name)
+        if flag_value is not None:
+            values[option.name] = _parse(option, flag_value, "flag")
+        elif option.env is not None and option.env in env:
+            values[option.name] = _parse(option, env[option.env], "env")
+        elif option.name in file_values:
+            values[option.name] = _parse(option, file_values[option.name], "file")
+        elif option.default is not None:
+            values[option.name] = _parse(option, option.default, "default")
+        else:
+            values[option.name] = None
+    stimulus = values["stimulus"]
+    if isinstance(stimulus, str):
+        stimulus = stimulus.strip()
+        values["stimulus"] = stimulus or None
+    values["raw_secrets"] = {name: env[name] for name in RAW_SECRET_ENVS if env.get(name)}
+    values["log_level"] = env.get(LOG_ENV, "info")
+    values["failpoints"] = env.get(FAILPOINT_ENV, "")
+    values["config_file"] = file_path
+    names = {field.name for field in fields(Settings)}
+    return Settings(**{name: values[name] for name in names})  # type: ignore[arg-type]
+
+
+def finite(value: float) -> bool:
+    """Whether a float is neither NaN nor infinite."""
+    return math.isfinite(value)

@@ -1,0 +1,47 @@
+"""Executing one tool call the model made, with its records, journal event and save (§7.2)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from singularity.domain import events
+from singularity.domain.records import ActionRecord, ToolCall
+from singularity.runtime.being import LiveBeing
+from singularity.tools.base import Outcome
+from singularity.tools.catalogue import Catalogue, tool_message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """The outcome of one executed call."""
+
+    name: str
+    outcome: Outcome
+
+
+def _remember_resource(ids: list[str], value: str | None) -> None:
+    if value is not None and value not in ids:
+        ids.append(value)
+
+
+async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCall) -> CallResult:
+    """Run one call, record it, append its tool message, journal it and save."""
+    name = call["function"]["name"]
+    outcome = await catalogue.dispatch(name, call["function"]["arguments"])
+    state = being.state
+    at = being.now()
+    state.record_action(
+        ActionRecord(cycle=state.cycle, tool=name, status=outcome.status.value, at=at)
+    )
+    _remember_resource(state.created_resources.chat_ids, outcome.chat_id)
+    _remember_resource(state.created_resources.message_ids, outcome.message_id)
+    message = tool_message(call["id"], name, outcome)
+    if message.rejection is not None:
+        log.warning("output of %s rejected by the boundary: %s", name, message.rejection)
+    state.conversation.append(message.message)
+    being.journal(events.tool_finished(at, state.cycle, name, outcome.status.value))
+    being.save()
+    return CallResult(name, outcome)

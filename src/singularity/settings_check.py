@@ -1,0 +1,174 @@
+"""The configuration checks of spec §3.2, in their order, with their exact messages."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import stat
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+from urllib.parse import urlsplit
+
+from singularity.config import Settings, finite
+from singularity.domain.identity import HEX_FIELDS, IDENTIFIER_FIELDS, is_hex64, is_identifier
+from singularity.errors import ConfigurationError
+from singularity.secrets import Secret, os_error_text, read_secret_file
+
+MAX_STIMULUS_BYTES = 65536
+AuthMode = Literal["hmac", "bearer", "none"]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The secrets a runtime needs, read from their files once."""
+
+    brama_mode: AuthMode
+    brama_secret: Secret | None
+    most_token: Secret | None
+
+
+def check_stimulus(settings: Settings) -> None:
+    """Step 1: the stimulus bound."""
+    stimulus = settings.stimulus
+    if stimulus is not None and (
+        len(stimulus.encode("utf-8", "surrogatepass")) > MAX_STIMULUS_BYTES or "\x00" in stimulus
+    ):
+        raise ConfigurationError("stimulus must be at most 65536 bytes and contain no NUL")
+
+
+def canonical_workspace(path: str) -> str:
+    """Step 2: the workspace canonicalized, which must be an existing directory."""
+    try:
+        resolved = os.path.realpath(path, strict=True)
+    except OSError as error:
+        raise ConfigurationError(f"workspace: {os_error_text(error)}") from None
+    if not os.path.isdir(resolved):
+        raise ConfigurationError("workspace must be a directory")
+    return resolved
+
+
+def check_numbers(settings: Settings) -> None:
+    """Steps 3 to 5: rounds, prices and temperature."""
+    if settings.max_tool_rounds <= 0:
+        raise ConfigurationError("max tool rounds must be positive")
+    money = (
+        settings.starting_balance,
+        settings.instance_price,
+        settings.input_price,
+        settings.output_price,
+    )
+    if any(value < Decimal(0) for value in money):
+        raise ConfigurationError("prices and balance cannot be negative")
+    if not finite(settings.temperature) or not 0 <= settings.temperature <= 2:
+        raise ConfigurationError("temperature must be finite and between zero and two")
+    if settings.context_tokens <= 0:
+        raise ConfigurationError("context tokens must be positive")
+    timeouts = (settings.http_timeout_secs, settings.mcp_timeout_secs)
+    if any(not finite(value) or value <= 0 for value in timeouts):
+        raise ConfigurationError("timeouts must be positive")
+    waits = (settings.cycle_interval_secs, settings.shutdown_grace_secs)
+    if any(not finite(value) or value < 0 for value in waits):
+        raise ConfigurationError("intervals cannot be negative")
+
+
+def _absolute_regular(path: str | None) -> bool:
+    if not path or not os.path.isabs(path):
+        return False
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def check_las(settings: Settings) -> None:
+    """Steps 6 to 8, only when the Las aggregator is configured (decision 18)."""
+    entrypoint = settings.las_entrypoint
+    if entrypoint is None:
+        return
+    if not os.path.isfile(entrypoint):
+        raise ConfigurationError(f"LAS entrypoint not found: {entrypoint}")
+    files = (
+        (settings.las_release_manifest, "LAS release manifest"),
+        (settings.las_release_manifest_signature, "LAS release manifest signature"),
+        (settings.las_release_trust_store, "LAS release trust store"),
+    )
+    for path, label in files:
+        if not _absolute_regular(path):
+            raise ConfigurationError(f"{label} must be an absolute regular file")
+    watermark = settings.las_release_watermark
+    if not watermark or not os.path.isabs(watermark):
+        raise ConfigurationError("LAS release watermark must be an absolute path")
+
+
+def check_identity(settings: Settings) -> None:
+    """Steps 9 and 10: identifiers and hex digests."""
+    for name, label in IDENTIFIER_FIELDS:
+        if not is_identifier(getattr(settings, name)):
+            raise ConfigurationError(f"{label} is not a valid immutable identifier")
+    for name, label in HEX_FIELDS:
+        if not is_hex64(getattr(settings, name)):
+            raise ConfigurationError(f"{label} must be 64 lowercase hexadecimal characters")
+
+
+def check_url(url: str, variable: str) -> None:
+    """Steps 11 and 13: a parsable http or https URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ConfigurationError(f"{variable}: {error}") from None
+    if not parts.scheme:
+        raise ConfigurationError(f"{variable}: relative URL without a base")
+    if parts.scheme not in ("http", "https"):
+        raise ConfigurationError(f"{variable} must use http or https")
+    if not parts.hostname:
+        raise ConfigurationError(f"{variable}: empty host")
+    del port
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether the URL's host is `localhost` or a loopback address."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def brama_credentials(settings: Settings) -> tuple[AuthMode, Secret | None]:
+    """Step 12: HMAC secret, bearer key, or none for a loopback gateway (decision 5)."""
+    if settings.brama_secret_file is not None:
+        return "hmac", read_secret_file(settings.brama_secret_file)
+    raw_hmac = settings.raw_secrets.get("WISENT_APP_AGENT_AUTH_SECRET")
+    if raw_hmac:
+        return "hmac", Secret(raw_hmac)
+    if settings.brama_api_key_file is not None:
+        return "bearer", read_secret_file(settings.brama_api_key_file)
+    raw_key = settings.raw_secrets.get("BRAMA_API_KEY")
+    if raw_key:
+        return "bearer", Secret(raw_key)
+    if is_loopback_url(settings.brama_url):
+        return "none", None
+    raise ConfigurationError(
+        "a non-loopback BRAMA_BASE_URL needs a credential: BRAMA_HMAC_SECRET_FILE, "
+        "WISENT_APP_AGENT_AUTH_SECRET, BRAMA_API_KEY_FILE or BRAMA_API_KEY"
+    )
+
+
+def check_runtime(settings: Settings) -> Credentials:
+    """Every check of spec §3.2 for `run`, `once` and `doctor`; returns the secrets."""
+    check_stimulus(settings)
+    canonical_workspace(settings.workspace)
+    check_numbers(settings)
+    check_las(settings)
+    check_identity(settings)
+    check_url(settings.brama_url, "BRAMA_BASE_URL")
+    mode, secret = brama_credentials(settings)
+    check_url(settings.most_url, "MOST_BASE_URL")
+    most_token = (
+        read_secret_file(settings.most_token_file) if settings.most_token_file is not None else None
+    )
+    return Credentials(mode, secret, most_token)

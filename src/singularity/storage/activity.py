@@ -1,0 +1,109 @@
+"""`activity.jsonl`: the append-only, fsynced journal of everything a being did (spec §5.5).
+
+One compact JSON object per line, `type` first, then the event's fields in the
+spec's order. At open, a torn last line is cut off (and reported); a malformed line
+followed by good ones is corruption, and opening refuses (decision 13).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from singularity.errors import FatalIoError, StateError
+from singularity.jsoncodec import compact
+from singularity.secrets import os_error_text
+from singularity.storage import fsio
+
+ACTIVITY_FILE = "activity.jsonl"
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Scan:
+    """What a read of the journal found: its events and the byte length of the good prefix."""
+
+    events: list[Event]
+    good_length: int
+    torn_bytes: int
+
+
+def scan(data: bytes) -> Scan:
+    """Parse journal bytes; a bad line followed by good ones raises StateError."""
+    events: list[Event] = []
+    offset = 0
+    lines = data.split(b"\n")
+    for index, line in enumerate(lines):
+        is_last = index == len(lines) - 1
+        if is_last and not line:
+            break
+        event = _parse_line(line) if not is_last else None
+        if event is None:
+            if is_last or all(not rest.strip() for rest in lines[index + 1 :]):
+                return Scan(events, offset, len(data) - offset)
+            raise StateError(f"activity.jsonl is corrupt at line {index + 1}")
+        events.append(event)
+        offset += len(line) + 1
+    return Scan(events, offset, 0)
+
+
+def _parse_line(line: bytes) -> Event | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return None
+    return event
+
+
+def read_events(dir_fd: int) -> list[Event]:
+    """Every complete event in the journal (read-only; a torn tail is ignored)."""
+    try:
+        data = fsio.read_at(dir_fd, ACTIVITY_FILE, 1 << 40)
+    except FileNotFoundError:
+        return []
+    return scan(data).events
+
+
+class ActivityLog:
+    """The open journal of one state directory, appended to durably."""
+
+    def __init__(self, fd: int, events: list[Event], repaired_bytes: int) -> None:
+        self._fd = fd
+        self.events_at_open = events
+        self.repaired_bytes = repaired_bytes
+
+    @classmethod
+    def open(cls, dir_fd: int) -> ActivityLog:
+        """Open for appending, cutting a torn last line."""
+        try:
+            fd = fsio.open_append(dir_fd, ACTIVITY_FILE, "activity")
+            os.fchmod(fd, 0o600)
+            data = fsio.read_at(dir_fd, ACTIVITY_FILE, 1 << 40)
+            found = scan(data)
+            if found.torn_bytes:
+                fsio.truncate_durably(fd, found.good_length, "activity")
+        except OSError as error:
+            raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
+        return cls(fd, found.events, found.torn_bytes)
+
+    def append(self, event: Event) -> None:
+        """Append one event and fsync it before returning."""
+        line = (compact(event) + "\n").encode("utf-8")
+        try:
+            fsio.append_durably(self._fd, line, "activity")
+        except OSError as error:
+            raise FatalIoError(f"cannot append to activity.jsonl: {os_error_text(error)}") from None
+
+    def close(self) -> None:
+        """Close the journal."""
+        os.close(self._fd)
+
+
+def iter_of_type(events: list[Event], kind: str) -> Iterator[Event]:
+    """The events of one type, in order."""
+    return (event for event in events if event.get("type") == kind)
