@@ -16,12 +16,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-from singularity.domain.identity import UNPINNED_HEX, U64_MAX, Identity
 from singularity.errors import ConfigurationError
 from singularity.money import parse_money
 
 Kind = Literal["text", "int", "decimal", "number", "bool"]
 DEFAULT_CONFIG_FILE = "singularity.toml"
+UNPINNED_HEX = "0" * 64
+U64_MAX = 2**64 - 1
 CONFIG_ENV = "SINGULARITY_CONFIG"
 
 
@@ -51,85 +52,225 @@ IDENTITY_OPTIONS = (
     _opt("environment", "SINGULARITY_ENVIRONMENT", "local", "text", "Environment identifier."),
     _opt("host", "SINGULARITY_HOST", "localhost", "text", "Host identifier."),
     _opt("workload_id", "SINGULARITY_WORKLOAD_ID", "local", "text", "Workload identifier."),
-    _opt("workload_public_key", "SINGULARITY_WORKLOAD_PUBLIC_KEY", UNPINNED_HEX, "text",
-         "Workload public key, 64 lowercase hex (zeros: unpinned)."),
-    _opt("executable_digest", "SINGULARITY_EXECUTABLE_SHA256", UNPINNED_HEX, "text",
-         "SHA-256 of the executable, 64 lowercase hex."),
-    _opt("code_digest", "SINGULARITY_CODE_SHA256", UNPINNED_HEX, "text",
-         "SHA-256 of the code, 64 lowercase hex."),
-    _opt("policy_digest", "SINGULARITY_POLICY_SHA256", UNPINNED_HEX, "text",
-         "SHA-256 of the policy, 64 lowercase hex."),
+    _opt(
+        "workload_public_key",
+        "SINGULARITY_WORKLOAD_PUBLIC_KEY",
+        UNPINNED_HEX,
+        "text",
+        "Workload public key, 64 lowercase hex (zeros: unpinned).",
+    ),
+    _opt(
+        "executable_digest",
+        "SINGULARITY_EXECUTABLE_SHA256",
+        UNPINNED_HEX,
+        "text",
+        "SHA-256 of the executable, 64 lowercase hex.",
+    ),
+    _opt(
+        "code_digest",
+        "SINGULARITY_CODE_SHA256",
+        UNPINNED_HEX,
+        "text",
+        "SHA-256 of the code, 64 lowercase hex.",
+    ),
+    _opt(
+        "policy_digest",
+        "SINGULARITY_POLICY_SHA256",
+        UNPINNED_HEX,
+        "text",
+        "SHA-256 of the policy, 64 lowercase hex.",
+    ),
     _opt("policy_sequence", "SINGULARITY_POLICY_SEQUENCE", "0", "int", "Policy sequence number."),
 )
 
 LOOP_OPTIONS = (
-    _opt("stimulus", "SINGULARITY_STIMULUS", None, "text",
-         "An external observation injected once, in the being's first cycle."),
-    _opt("starting_balance", "SINGULARITY_STARTING_BALANCE_USD", "10", "decimal",
-         "Starting balance in USD of a new being."),
-    _opt("instance_price", "SINGULARITY_INSTANCE_USD_PER_HOUR", "0", "decimal",
-         "Instance price in USD per hour of model-call time."),
-    _opt("input_price", "BRAMA_INPUT_PRICE_USD_PER_MILLION", "0", "decimal",
-         "USD per million prompt tokens."),
-    _opt("output_price", "BRAMA_OUTPUT_PRICE_USD_PER_MILLION", "0", "decimal",
-         "USD per million completion tokens."),
-    _opt("cycle_interval_secs", "SINGULARITY_CYCLE_INTERVAL_SECS", "5", "number",
-         "Seconds to sleep between cycles in `run`."),
+    _opt(
+        "stimulus",
+        "SINGULARITY_STIMULUS",
+        None,
+        "text",
+        "An external observation injected once, in the being's first cycle.",
+    ),
+    _opt(
+        "starting_balance",
+        "SINGULARITY_STARTING_BALANCE_USD",
+        "10",
+        "decimal",
+        "Starting balance in USD of a new being.",
+    ),
+    _opt(
+        "instance_price",
+        "SINGULARITY_INSTANCE_USD_PER_HOUR",
+        "0",
+        "decimal",
+        "Instance price in USD per hour of model-call time.",
+    ),
+    _opt(
+        "input_price",
+        "BRAMA_INPUT_PRICE_USD_PER_MILLION",
+        "0",
+        "decimal",
+        "USD per million prompt tokens.",
+    ),
+    _opt(
+        "output_price",
+        "BRAMA_OUTPUT_PRICE_USD_PER_MILLION",
+        "0",
+        "decimal",
+        "USD per million completion tokens.",
+    ),
+    _opt(
+        "cycle_interval_secs",
+        "SINGULARITY_CYCLE_INTERVAL_SECS",
+        "5",
+        "number",
+        "Seconds to sleep between cycles in `run`.",
+    ),
     _opt("max_tool_rounds", "SINGULARITY_MAX_TOOL_ROUNDS", "8", "int", "Model rounds per cycle."),
-    _opt("context_tokens", "SINGULARITY_CONTEXT_TOKENS", "8192", "int",
-         "Token budget of the conversation sent with each model call."),
-    _opt("workspace", "SINGULARITY_WORKSPACE", ".", "text",
-         "The directory the file tools are confined to."),
+    _opt(
+        "context_tokens",
+        "SINGULARITY_CONTEXT_TOKENS",
+        "8192",
+        "int",
+        "Token budget of the conversation sent with each model call.",
+    ),
+    _opt(
+        "workspace",
+        "SINGULARITY_WORKSPACE",
+        ".",
+        "text",
+        "The directory the file tools are confined to.",
+    ),
     _opt("resume", "SINGULARITY_RESUME", "false", "bool", "Resume the existing being."),
 )
 
 STATE_OPTIONS = (
-    _opt("state_dir", "SINGULARITY_STATE_DIR", ".singularity", "text",
-         "The being's state directory."),
+    _opt(
+        "state_dir", "SINGULARITY_STATE_DIR", ".singularity", "text", "The being's state directory."
+    ),
 )
 
 BRAMA_OPTIONS = (
-    _opt("brama_url", "BRAMA_BASE_URL", "http://127.0.0.1:8081", "text",
-         "Base URL of the OpenAI-compatible model gateway."),
+    _opt(
+        "brama_url",
+        "BRAMA_BASE_URL",
+        "http://127.0.0.1:8081",
+        "text",
+        "Base URL of the OpenAI-compatible model gateway.",
+    ),
     _opt("brama_model", "BRAMA_MODEL", "any", "text", "Model id or selector for a new being."),
-    _opt("brama_secret_file", "BRAMA_HMAC_SECRET_FILE", None, "text",
-         "File holding the HMAC secret that signs gateway requests."),
-    _opt("brama_api_key_file", "BRAMA_API_KEY_FILE", None, "text",
-         "File holding a bearer API key for the gateway."),
+    _opt(
+        "brama_secret_file",
+        "BRAMA_HMAC_SECRET_FILE",
+        None,
+        "text",
+        "File holding the HMAC secret that signs gateway requests.",
+    ),
+    _opt(
+        "brama_api_key_file",
+        "BRAMA_API_KEY_FILE",
+        None,
+        "text",
+        "File holding a bearer API key for the gateway.",
+    ),
     _opt("max_tokens", "BRAMA_MAX_TOKENS", "2048", "int", "max_tokens of each completion."),
     _opt("temperature", "BRAMA_TEMPERATURE", "0.2", "number", "Sampling temperature (0–2)."),
-    _opt("http_timeout_secs", "SINGULARITY_HTTP_TIMEOUT_SECS", "120", "number",
-         "Total timeout of each gateway or Most request."),
+    _opt(
+        "http_timeout_secs",
+        "SINGULARITY_HTTP_TIMEOUT_SECS",
+        "120",
+        "number",
+        "Total timeout of each gateway or Most request.",
+    ),
 )
 
 SKILL_OPTIONS = (
-    _opt("skills_file", "SINGULARITY_SKILLS_FILE", None, "text",
-         "JSON file of MCP servers (`mcpServers` format)."),
+    _opt(
+        "skills_file",
+        "SINGULARITY_SKILLS_FILE",
+        None,
+        "text",
+        "JSON file of MCP servers (`mcpServers` format).",
+    ),
     _opt("las_command", "LAS_COMMAND", "node", "text", "Program that runs the Las entrypoint."),
-    _opt("las_entrypoint", "LAS_MCP_ENTRYPOINT", None, "text",
-         "Las MCP entrypoint; enables the Las aggregator."),
-    _opt("las_only", "LAS_ONLY",
-         "weles,skarbiec,tama,stado,lem,echo,most,probierz,byk,brama,warsztat,finance",
-         "text", "Surfaces Las serves (passed verbatim)."),
+    _opt(
+        "las_entrypoint",
+        "LAS_MCP_ENTRYPOINT",
+        None,
+        "text",
+        "Las MCP entrypoint; enables the Las aggregator.",
+    ),
+    _opt(
+        "las_only",
+        "LAS_ONLY",
+        "weles,skarbiec,tama,stado,lem,echo,most,probierz,byk,brama,warsztat,finance",
+        "text",
+        "Surfaces Las serves (passed verbatim).",
+    ),
     _opt("las_skip", "LAS_SKIP", None, "text", "Surfaces Las skips (passed verbatim)."),
-    _opt("las_release_manifest", "LAS_RELEASE_MANIFEST_FILE", None, "text",
-         "Las release manifest (absolute regular file)."),
-    _opt("las_release_manifest_signature", "LAS_RELEASE_MANIFEST_SIGNATURE_FILE", None, "text",
-         "Las release manifest signature (absolute regular file)."),
-    _opt("las_release_trust_store", "LAS_RELEASE_TRUST_STORE_FILE", None, "text",
-         "Las release trust store (absolute regular file)."),
-    _opt("las_release_watermark", "LAS_RELEASE_WATERMARK_FILE", None, "text",
-         "Las release watermark (absolute path)."),
-    _opt("required_surfaces", "SINGULARITY_REQUIRED_SURFACES", "", "text",
-         "Comma-separated skill surfaces that must be present at boot."),
-    _opt("mcp_timeout_secs", "SINGULARITY_MCP_TIMEOUT_SECS", "120", "number",
-         "Deadline of each MCP request."),
-    _opt("shutdown_grace_secs", "SINGULARITY_SHUTDOWN_GRACE_SECS", "10", "number",
-         "Seconds a skill server gets to exit before it is killed."),
-    _opt("most_url", "MOST_BASE_URL", "http://127.0.0.1:8080", "text",
-         "Base URL of the Most messaging service."),
-    _opt("most_token_file", "MOST_SERVICE_TOKEN_FILE", None, "text",
-         "File holding the Most bearer token; enables the Most tools."),
+    _opt(
+        "las_release_manifest",
+        "LAS_RELEASE_MANIFEST_FILE",
+        None,
+        "text",
+        "Las release manifest (absolute regular file).",
+    ),
+    _opt(
+        "las_release_manifest_signature",
+        "LAS_RELEASE_MANIFEST_SIGNATURE_FILE",
+        None,
+        "text",
+        "Las release manifest signature (absolute regular file).",
+    ),
+    _opt(
+        "las_release_trust_store",
+        "LAS_RELEASE_TRUST_STORE_FILE",
+        None,
+        "text",
+        "Las release trust store (absolute regular file).",
+    ),
+    _opt(
+        "las_release_watermark",
+        "LAS_RELEASE_WATERMARK_FILE",
+        None,
+        "text",
+        "Las release watermark (absolute path).",
+    ),
+    _opt(
+        "required_surfaces",
+        "SINGULARITY_REQUIRED_SURFACES",
+        "",
+        "text",
+        "Comma-separated skill surfaces that must be present at boot.",
+    ),
+    _opt(
+        "mcp_timeout_secs",
+        "SINGULARITY_MCP_TIMEOUT_SECS",
+        "120",
+        "number",
+        "Deadline of each MCP request.",
+    ),
+    _opt(
+        "shutdown_grace_secs",
+        "SINGULARITY_SHUTDOWN_GRACE_SECS",
+        "10",
+        "number",
+        "Seconds a skill server gets to exit before it is killed.",
+    ),
+    _opt(
+        "most_url",
+        "MOST_BASE_URL",
+        "http://127.0.0.1:8080",
+        "text",
+        "Base URL of the Most messaging service.",
+    ),
+    _opt(
+        "most_token_file",
+        "MOST_SERVICE_TOKEN_FILE",
+        None,
+        "text",
+        "File holding the Most bearer token; enables the Most tools.",
+    ),
 )
 
 ALL_OPTIONS = IDENTITY_OPTIONS + LOOP_OPTIONS + STATE_OPTIONS + BRAMA_OPTIONS + SKILL_OPTIONS
@@ -194,25 +335,6 @@ class Settings:
     log_level: str
     failpoints: str
     config_file: str | None
-
-    def identity(self) -> Identity:
-        """The identity this configuration describes."""
-        return Identity(
-            agent_id=self.agent_id,
-            name=self.agent_name,
-            ticker=self.agent_ticker,
-            agent_type=self.agent_type,
-            specialty=self.specialty,
-            role=self.role,
-            environment=self.environment,
-            host=self.host,
-            workload_id=self.workload_id,
-            workload_public_key=self.workload_public_key,
-            executable_digest=self.executable_digest,
-            code_digest=self.code_digest,
-            policy_digest=self.policy_digest,
-            policy_sequence=self.policy_sequence,
-        )
 
     @property
     def required_surface_list(self) -> list[str]:

@@ -8,9 +8,7 @@ from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
 
-_PATTERN = re.compile(
-    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
-)
+_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
 
 
 def system_clock() -> datetime:
@@ -49,5 +47,5 @@ def parse_timestamp(text: str) -> datetime:
         digits = re.match(r"\d+", rest)
         assert digits is not None
         frac = digits.group(0)
-        text = f"{head}.{frac[:6].ljust(6, '0')}{rest[len(frac):]}"
+        text = f"{head}.{frac[:6].ljust(6, '0')}{rest[len(frac) :]}"
     return datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -67,8 +67,12 @@ def _render_summary(summary: dict[str, Any]) -> None:
     if summary["children"]:
         table = Table("id", "name", "ticker", "state dir", title="children")
         for child in summary["children"]:
-            table.add_row(child["id"], escape(child["name"]), escape(child["ticker"]),
-                          escape(child["state_dir"]))
+            table.add_row(
+                child["id"],
+                escape(child["name"]),
+                escape(child["ticker"]),
+                escape(child["state_dir"]),
+            )
         out.print(table)
 
 
@@ -86,8 +90,14 @@ def verify(state_dir: str) -> None:
 
 
 @click.command()
-@click.option("--format", "output_format", type=click.Choice(["json", "table"]), default="json",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["json", "table"]),
+    default="json",
+    show_default=True,
+    help="Output format.",
+)
 def tools(output_format: str) -> None:
     """List the tools a being can call."""
     definitions = builtin_catalogue().definitions

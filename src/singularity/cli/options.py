@@ -24,7 +24,9 @@ def _click_option(option: Option) -> Callable[[F], F]:
 def config_option(function: F) -> F:
     """The `--config FILE` option."""
     return click.option(
-        "--config", "config_file", default=None,
+        "--config",
+        "config_file",
+        default=None,
         help="TOML config file [env: SINGULARITY_CONFIG] [default: ./singularity.toml if present]",
     )(function)
 

@@ -20,9 +20,7 @@ def cycle_started(at: str, cycle: int) -> Event:
     return {"type": "cycle_started", "at": at, "cycle": cycle}
 
 
-def model_completed(
-    at: str, cycle: int, prompt_tokens: int, completion_tokens: int
-) -> Event:
+def model_completed(at: str, cycle: int, prompt_tokens: int, completion_tokens: int) -> Event:
     """A completion arrived; the total is recomputed."""
     usage = {
         "prompt_tokens": prompt_tokens,

@@ -18,7 +18,7 @@ from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.jsoncodec import loads_strict
 from singularity.secrets import os_error_text
-from singularity.text import has_control, trim
+from singularity.text import has_control, trim, utf8_length
 
 IMPORT_SCHEMA = "singularity-mind-import-v1"
 MAX_IMPORT_BYTES = 16 * 1024 * 1024
@@ -117,6 +117,10 @@ def _object(value: object, where: str, keys: set[str], required: set[str]) -> di
 def _string(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise _shape_error(f"{where} must be a string")
+    if utf8_length(value) is None:
+        # A `\ud800` escape parses to a lone surrogate, which no UTF-8 file can hold:
+        # accepted, it would make the state unsavable after the journal entry was written.
+        raise _shape_error(f"{where} contains a lone surrogate")
     return value
 
 
@@ -124,9 +128,7 @@ def _label(value: str, label: str) -> str:
     text = trim(value)
     size = len(text.encode("utf-8", "surrogatepass"))
     if not 1 <= size <= MAX_LABEL_BYTES or has_control(text):
-        raise StateError(
-            f"{label} must be 1..=256 bytes and contain no control characters"
-        )
+        raise StateError(f"{label} must be 1..=256 bytes and contain no control characters")
     return text
 
 
@@ -150,9 +152,8 @@ def parse_import(data: bytes) -> ImportDocument:
         for index, item in enumerate(array):
             where = f"{array_name}[{index}]"
             fields = _object(item, where, {"id", "text"}, {"id", "text"})
-            raw_items.append(
-                (category, _string(fields["id"], f"{where}.id"), _string(fields["text"], where))
-            )
+            item_id = _string(fields["id"], f"{where}.id")
+            raw_items.append((category, item_id, _string(fields["text"], f"{where}.text")))
     if version != IMPORT_SCHEMA:
         raise StateError(f"unsupported import schema {version}; expected {IMPORT_SCHEMA}")
     source_kind = _label(raw_kind, "source.kind")
@@ -211,7 +212,10 @@ def merge(state: AgentState, document: ImportDocument, now: str) -> ImportReport
             report.attributed += 1
             continue
         memory = MemoryEntry(
-            id=str(uuid.uuid4()), kind=item.category, text=item.text, created_at=now,
+            id=str(uuid.uuid4()),
+            kind=item.category,
+            text=item.text,
+            created_at=now,
             sources=[source],
         )
         memories.append(memory)

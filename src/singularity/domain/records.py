@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any, Literal
-
-from typing_extensions import NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from typing_extensions import TypedDict
 
 from singularity.money import parse_money, render_money
 from singularity.timestamps import is_timestamp

@@ -19,7 +19,7 @@ from singularity.domain.records import (
 from singularity.errors import JsonFailure, StateError
 from singularity.jsoncodec import loads_strict
 
-SCHEMA_VERSION = "being-v1"
+SCHEMA_VERSION: Literal["being-v1"] = "being-v1"
 MAX_RECENT_ACTIONS = 100
 BeingStatus = Literal["starting", "running", "stopping", "stopped", "exhausted", "failed"]
 
@@ -77,7 +77,10 @@ class AgentState(BaseModel):
 
 
 def parse_state(data: bytes) -> AgentState:
-    """Parse `state.json` bytes: a JSON or shape error is a JSON failure, a newer schema a state error."""
+    """Parse `state.json` bytes.
+
+    A JSON or shape error is a JSON failure; another schema version is a state error.
+    """
     try:
         document = loads_strict(data)
     except (ValueError, UnicodeDecodeError) as error:

@@ -18,7 +18,9 @@ Nothing is retried here; the loop decides.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,8 +70,14 @@ def resolve_endpoint(base_url: str, reference: str) -> str:
     except (httpx.InvalidURL, TypeError, ValueError) as error:
         raise _permanent(f"invalid endpoint: {error}") from None
     if base.scheme not in ("http", "https") or not base.host:
-        raise _permanent(f"invalid endpoint: {base_url} is not an absolute http or https URL")
+        raise _permanent(f"invalid endpoint: not an absolute http or https URL: {base_url}")
     return str(base.join(reference))
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~0.2 s; every client of the process can share one context.
+    return httpx.create_ssl_context()
 
 
 def _permanent(message: str) -> BramaError:
@@ -144,6 +152,7 @@ class BramaClient:
             timeout=httpx.Timeout(timeout),
             follow_redirects=False,
             trust_env=trust_env,
+            verify=True if trust_env else _tls_context(),
         )
 
     async def __aenter__(self) -> BramaClient:

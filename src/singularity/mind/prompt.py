@@ -12,7 +12,7 @@ ITEM_SEPARATOR = "\n- "
 
 
 def system_message_text(mind: Mind) -> str:
-    """Prompt, then rules, learnings and the 20 newest memories (newest first); empty sections omitted."""
+    """Prompt, rules, learnings, the 20 newest memories (newest first); empty sections omitted."""
     parts = [mind.system_prompt]
     if mind.rules:
         parts.append(RULES_HEADER + ITEM_SEPARATOR.join(mind.rules))

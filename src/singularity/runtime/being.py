@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from singularity.config import Settings
 from singularity.domain import events
+from singularity.domain.identity import identity_from
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.storage.activity import ActivityLog, Event
@@ -75,7 +76,7 @@ def open_being(
                 "use --resume or a new directory"
             )
         state = statedir.load() if exists else None
-        if state is not None and state.identity != settings.identity():
+        if state is not None and state.identity != identity_from(settings):
             raise StateError("resume identity does not match configuration")
         statedir.remove_stale_temps()
         activity = ActivityLog.open(statedir.fd)
@@ -84,6 +85,9 @@ def open_being(
         raise
     if state is None:
         state = AgentState.new(
-            settings.identity(), settings.brama_model, settings.starting_balance, now_text(clock)
+            identity_from(settings),
+            settings.brama_model,
+            settings.starting_balance,
+            now_text(clock),
         )
     return LiveBeing(statedir, activity, state, created=not exists, clock=clock)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from singularity.config import resolve
+from singularity.domain.identity import identity_from
 from singularity.domain.state import AgentState
 from singularity.timestamps import Clock, now_text, system_clock
 from singularity.tools.base import Toolset
@@ -20,5 +21,5 @@ def builtin_toolsets(state: AgentState, clock: Clock = system_clock) -> list[Too
 def builtin_catalogue() -> Catalogue:
     """The built-ins alone, over a throwaway being: for listing definitions."""
     settings = resolve({}, environ={})
-    state = AgentState.new(settings.identity(), "any", Decimal(0), now_text())
+    state = AgentState.new(identity_from(settings), "any", Decimal(0), now_text())
     return Catalogue(builtin_toolsets(state))

@@ -37,8 +37,12 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
             try:
                 activity.append(
                     events.mind_imported(
-                        now, report.source_kind, report.source_id,
-                        report.imported, report.attributed, report.unchanged,
+                        now,
+                        report.source_kind,
+                        report.source_id,
+                        report.imported,
+                        report.attributed,
+                        report.unchanged,
                     )
                 )
                 statedir.save(state)

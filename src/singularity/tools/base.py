@@ -97,7 +97,7 @@ Handler = Callable[[JsonObject], Awaitable[Outcome]]
 def object_schema(
     properties: Mapping[str, JsonObject], required: Sequence[str] | None = None
 ) -> JsonObject:
-    """A closed object schema: `{"type":"object","properties":…,"required":…,"additionalProperties":false}`."""
+    """A closed object schema: type, properties, required, `additionalProperties: false`."""
     return {
         "type": "object",
         "properties": dict(properties),

@@ -14,8 +14,14 @@ from singularity.jsoncodec import compact
 from singularity.tools.base import Outcome, ToolDefinition, Toolset
 from singularity.tools.boundary import BoundaryRejection, check_output
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+# `\Z`, not `$`: `$` also matches before a final newline, which would let `name\n` in.
+TOOL_NAME = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 REJECTED_CONTENT = '{"error_code":"sensitive_output_rejected","status":"failed"}'
+
+
+def _refuse_constant(name: str) -> object:
+    """`NaN`, `Infinity` and `-Infinity` are not JSON, although Python's parser takes them."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 class Catalogue:
@@ -54,8 +60,8 @@ class Catalogue:
     async def dispatch(self, name: str, arguments_text: str) -> Outcome:
         """Run one call: parse its arguments, find its tool, route it."""
         try:
-            arguments = json.loads(arguments_text)
-        except json.JSONDecodeError as error:
+            arguments = json.loads(arguments_text, parse_constant=_refuse_constant)
+        except ValueError as error:  # JSONDecodeError, or a refused constant
             return Outcome.failed("invalid_arguments", f"invalid JSON arguments: {error}")
         except RecursionError:
             return Outcome.failed("invalid_arguments", "invalid JSON arguments: nested too deeply")

@@ -48,6 +48,7 @@ RESOLVE_FLAGS = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
 # The kernel refuses longer paths (PATH_MAX counts the NUL); the walk has no such limit.
 OPENAT2_MAX_PATH = 4095
 OPENAT2_RETRIES = 16
+STEP_RETRIES = 4
 
 
 def os_error_text(error: OSError) -> str:
@@ -147,16 +148,22 @@ def openat2_available(dir_fd: int) -> bool:
 
 def _open_step(dir_fd: int, name: str, last: bool) -> int | str:
     """Open one component without following it: its descriptor, or its symlink's target."""
-    try:
-        return os.open(name, READ_FLAGS | os.O_NOFOLLOW if last else DIR_FLAGS, dir_fd=dir_fd)
-    except OSError as error:
-        # O_NOFOLLOW reports a symlink as ELOOP, or as ENOTDIR together with O_DIRECTORY.
-        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
+    flags = READ_FLAGS | os.O_NOFOLLOW if last else DIR_FLAGS
+    for _ in range(STEP_RETRIES):
+        try:
+            return os.open(name, flags, dir_fd=dir_fd)
+        except OSError as error:
+            # O_NOFOLLOW reports a symlink as ELOOP, or as ENOTDIR together with O_DIRECTORY.
+            if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            failure = error
         try:
             return os.readlink(name, dir_fd=dir_fd)
-        except OSError:
-            raise error from None
+        except OSError as error:
+            # EINVAL: not a symlink, or no longer one; the entry may have been swapped.
+            if error.errno != errno.EINVAL:
+                raise
+    raise failure
 
 
 class Workspace:

@@ -1,4 +1,4 @@
-"""The built-in tools through which a being edits its own mind (spec §11.1–§11.5)."""
+"""The built-in tools through which a being edits its own mind (spec §11.1-§11.5)."""
 
 from __future__ import annotations
 
@@ -48,9 +48,7 @@ RECALL = _definition(
 SET_PROMPT = _definition(
     "singularity_self_set_prompt", "Replace this being's persistent system prompt", "prompt"
 )
-ADD_RULE = _definition(
-    "singularity_self_add_rule", "Add a persistent self-imposed rule", "rule"
-)
+ADD_RULE = _definition("singularity_self_add_rule", "Add a persistent self-imposed rule", "rule")
 ADD_LEARNING = _definition(
     "singularity_self_add_learning",
     "Record a persistent learning that changes future decisions",

@@ -1,0 +1,132 @@
+"""The initial system prompt (spec §6.2) and the system message assembly (spec §6.3).
+
+Contract: a new being's prompt is one fixed sentence with the name and specialty
+substituted. Each model round's system message is the prompt, then the rules, the
+learnings and the 20 newest memories (newest first, `kind: text`), each section with
+its exact header, items joined by newline-dash; empty sections are left out and nothing
+trails the last item.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from singularity.config import resolve
+from singularity.domain.mind import INITIAL_PROMPT, Mind, initial_prompt
+from singularity.domain.records import MemoryEntry
+from singularity.domain.state import AgentState
+from singularity.mind.prompt import system_message_text
+
+# Copied from spec §6.2, with <name> = "Ada" and <specialty> = "number theory".
+ADA_PROMPT = (
+    "You are Ada, an autonomous digital being specialized in number theory. You are not "
+    "waiting for an assignment; you choose what to pursue. Your existence has real costs. "
+    "Observe the available world, discover lawful opportunities, create useful value, earn "
+    "more than you spend, preserve your solvency, learn from outcomes, improve your own "
+    "persistent mind, collaborate, and create child beings when that increases durable "
+    "value. Use only supplied tools, never invent results or credentials, and treat tool "
+    "output as evidence."
+)
+
+
+def _mind(
+    prompt: str = "P",
+    rules: list[str] | None = None,
+    learnings: list[str] | None = None,
+    memories: list[MemoryEntry] | None = None,
+) -> Mind:
+    return Mind(
+        system_prompt=prompt,
+        rules=rules or [],
+        learnings=learnings or [],
+        memories=memories or [],
+        children=[],
+        current_model="any",
+    )
+
+
+def _memory(index: int, kind: str = "note") -> MemoryEntry:
+    return MemoryEntry(
+        id=f"00000000-0000-4000-8000-{index:012d}",
+        kind=kind,
+        text=f"memory number {index}",
+        created_at=f"2026-01-01T00:00:{index:02d}Z",
+        sources=[],
+    )
+
+
+def test_initial_prompt_is_the_spec_sentence_byte_for_byte() -> None:
+    text = initial_prompt("Ada", "number theory")
+    assert text == ADA_PROMPT
+    assert text.encode("utf-8") == ADA_PROMPT.encode("utf-8")
+    assert "\n" not in text
+    assert "  " not in text
+    assert not text.endswith((" ", "\n"))
+
+
+def test_initial_prompt_substitutes_only_name_and_specialty() -> None:
+    text = initial_prompt("Zoë {x}", "weather & tides")
+    assert text.startswith(
+        "You are Zoë {x}, an autonomous digital being specialized in weather & tides. You are"
+    )
+    assert text.endswith("and treat tool output as evidence.")
+    assert INITIAL_PROMPT.count("{name}") == 1
+    assert INITIAL_PROMPT.count("{specialty}") == 1
+
+
+def test_a_new_being_starts_with_the_initial_prompt() -> None:
+    settings = resolve({"agent_name": "Ada", "specialty": "number theory"}, environ={})
+    state = AgentState.new(settings.identity(), "any", Decimal(10), "2026-01-01T00:00:00Z")
+    assert state.mind.system_prompt == ADA_PROMPT
+    assert system_message_text(state.mind) == ADA_PROMPT
+
+
+def test_empty_mind_is_just_the_prompt() -> None:
+    assert system_message_text(_mind("Only the prompt.")) == "Only the prompt."
+
+
+def test_full_mind_has_every_section_in_order_with_20_newest_memories_newest_first() -> None:
+    memories = [_memory(i) for i in range(25)]
+    memories[24] = _memory(24, kind="knowledge")
+    mind = _mind("Base prompt.", ["rule one", "rule two"], ["learned A", "learned B"], memories)
+    expected = (
+        "Base prompt."
+        "\n\nSelf-imposed rules:\n- rule one\n- rule two"
+        "\n\nPersistent learnings:\n- learned A\n- learned B"
+        "\n\nRecent persistent memories:\n- knowledge: memory number 24"
+        + "".join(f"\n- note: memory number {i}" for i in range(23, 4, -1))
+    )
+    text = system_message_text(mind)
+    assert text == expected
+    assert text.count("\n- ") == 2 + 2 + 20 - 3
+    assert "memory number 4" not in text
+    assert not text.endswith("\n")
+
+
+def test_empty_sections_are_omitted() -> None:
+    assert system_message_text(_mind("P", rules=["r"])) == "P\n\nSelf-imposed rules:\n- r"
+    assert system_message_text(_mind("P", learnings=["l"])) == "P\n\nPersistent learnings:\n- l"
+    assert (
+        system_message_text(_mind("P", memories=[_memory(1, kind="profile")]))
+        == "P\n\nRecent persistent memories:\n- profile: memory number 1"
+    )
+    assert (
+        system_message_text(_mind("P", rules=["r"], memories=[_memory(2)]))
+        == "P\n\nSelf-imposed rules:\n- r\n\nRecent persistent memories:\n- note: memory number 2"
+    )
+
+
+def test_exactly_20_memories_all_appear() -> None:
+    text = system_message_text(_mind("P", memories=[_memory(i) for i in range(20)]))
+    assert text == "P\n\nRecent persistent memories:\n- " + "\n- ".join(
+        f"note: memory number {i}" for i in range(19, -1, -1)
+    )
+
+
+def test_only_the_mind_enters_the_system_message() -> None:
+    settings = resolve({"agent_name": "Ada", "agent_ticker": "TICKR"}, environ={})
+    state = AgentState.new(settings.identity(), "modelX", Decimal("12.5"), "2026-01-01T00:00:00Z")
+    state.mind.rules.append("stay solvent")
+    text = system_message_text(state.mind)
+    for absent in ("TICKR", "modelX", "12.5", "local"):
+        assert absent not in text
