@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from singularity.config import resolve
+from singularity.domain.identity import Identity
 from singularity.domain.mind import INITIAL_PROMPT, Mind, initial_prompt
 from singularity.domain.records import MemoryEntry
 from singularity.domain.state import AgentState
@@ -45,6 +45,26 @@ def _mind(
     )
 
 
+def _identity(name: str = "Ada", specialty: str = "number theory", ticker: str = "ADA") -> Identity:
+    zeros = "0" * 64
+    return Identity(
+        agent_id="local",
+        name=name,
+        ticker=ticker,
+        agent_type="general",
+        specialty=specialty,
+        role="being",
+        environment="local",
+        host="localhost",
+        workload_id="local",
+        workload_public_key=zeros,
+        executable_digest=zeros,
+        code_digest=zeros,
+        policy_digest=zeros,
+        policy_sequence=0,
+    )
+
+
 def _memory(index: int, kind: str = "note") -> MemoryEntry:
     return MemoryEntry(
         id=f"00000000-0000-4000-8000-{index:012d}",
@@ -75,8 +95,7 @@ def test_initial_prompt_substitutes_only_name_and_specialty() -> None:
 
 
 def test_a_new_being_starts_with_the_initial_prompt() -> None:
-    settings = resolve({"agent_name": "Ada", "specialty": "number theory"}, environ={})
-    state = AgentState.new(settings.identity(), "any", Decimal(10), "2026-01-01T00:00:00Z")
+    state = AgentState.new(_identity(), "any", Decimal(10), "2026-01-01T00:00:00Z")
     assert state.mind.system_prompt == ADA_PROMPT
     assert system_message_text(state.mind) == ADA_PROMPT
 
@@ -98,7 +117,7 @@ def test_full_mind_has_every_section_in_order_with_20_newest_memories_newest_fir
     )
     text = system_message_text(mind)
     assert text == expected
-    assert text.count("\n- ") == 2 + 2 + 20 - 3
+    assert text.count("\n- ") == 2 + 2 + 20  # one per item
     assert "memory number 4" not in text
     assert not text.endswith("\n")
 
@@ -124,8 +143,8 @@ def test_exactly_20_memories_all_appear() -> None:
 
 
 def test_only_the_mind_enters_the_system_message() -> None:
-    settings = resolve({"agent_name": "Ada", "agent_ticker": "TICKR"}, environ={})
-    state = AgentState.new(settings.identity(), "modelX", Decimal("12.5"), "2026-01-01T00:00:00Z")
+    identity = _identity(ticker="TICKR")
+    state = AgentState.new(identity, "modelX", Decimal("12.5"), "2026-01-01T00:00:00Z")
     state.mind.rules.append("stay solvent")
     text = system_message_text(state.mind)
     for absent in ("TICKR", "modelX", "12.5", "local"):

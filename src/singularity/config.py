@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -18,11 +19,20 @@ from typing import Any, Literal
 
 from singularity.errors import ConfigurationError
 from singularity.money import parse_money
+from singularity.text import trim
 
 Kind = Literal["text", "int", "decimal", "number", "bool"]
 DEFAULT_CONFIG_FILE = "singularity.toml"
 UNPINNED_HEX = "0" * 64
 U64_MAX = 2**64 - 1
+# The original's money is a 96-bit decimal with at most 28 fractional digits.
+MAX_DECIMAL = Decimal(2**96 - 1)
+_INT_TEXT = re.compile(r"\+?[0-9]+")
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_NUMBER_TEXT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+    re.IGNORECASE,
+)
 CONFIG_ENV = "SINGULARITY_CONFIG"
 
 
@@ -379,24 +389,31 @@ def _parse(option: Option, raw: object, source: str) -> object:
         return text
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise ConfigurationError(f"{label} must be a number")
+    # Python's int(), float() and Decimal() also accept surrounding whitespace, `_`
+    # separators and non-ASCII digits; option values are held to plain ASCII forms.
     if option.kind == "int":
-        try:
-            number = int(raw) if not isinstance(raw, float) else None
-        except ValueError:
-            number = None
+        number: int | None = None
+        if isinstance(raw, int):
+            number = raw
+        elif isinstance(raw, str) and _INT_TEXT.fullmatch(raw):
+            number = int(raw)
         if number is None or number < 0 or number > U64_MAX:
             raise ConfigurationError(f"{label} must be a non-negative integer")
         return number
     if option.kind == "decimal":
+        if isinstance(raw, str) and not _DECIMAL_TEXT.fullmatch(raw):
+            raise ConfigurationError(f"{label} must be a decimal number")
         try:
-            return parse_money(raw)
+            amount = parse_money(raw)
         except ValueError:
             raise ConfigurationError(f"{label} must be a decimal number") from None
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{label} must be a number") from None
-    return value
+        exponent = amount.as_tuple().exponent
+        if amount.copy_abs() > MAX_DECIMAL or not isinstance(exponent, int) or exponent < -28:
+            raise ConfigurationError(f"{label} must be a decimal number")
+        return amount
+    if isinstance(raw, str) and not _NUMBER_TEXT.fullmatch(raw):
+        raise ConfigurationError(f"{label} must be a number")
+    return float(raw)
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -441,7 +458,7 @@ def resolve(
             values[option.name] = None
     stimulus = values["stimulus"]
     if isinstance(stimulus, str):
-        stimulus = stimulus.strip()
+        stimulus = trim(stimulus)  # Unicode White_Space, as spec §2 defines trim
         values["stimulus"] = stimulus or None
     values["raw_secrets"] = {name: env[name] for name in RAW_SECRET_ENVS if env.get(name)}
     values["log_level"] = env.get(LOG_ENV, "info")

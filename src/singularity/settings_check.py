@@ -115,9 +115,14 @@ def check_url(url: str, variable: str) -> None:
     """Steps 11 and 13: a parsable http or https URL."""
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError as error:
-        raise ConfigurationError(f"{variable}: {error}") from None
+        # urlsplit's only error is a bracketed host that is not closed or not IPv6.
+        reason = "invalid IPv6 address" if "IPv6" in str(error) else str(error)
+        raise ConfigurationError(f"{variable}: {reason}") from None
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(f"{variable}: invalid port number") from None
     if not parts.scheme:
         raise ConfigurationError(f"{variable}: relative URL without a base")
     if parts.scheme not in ("http", "https"):

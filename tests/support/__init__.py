@@ -1,0 +1,1 @@
+"""Helpers that tests run as real subprocesses."""

@@ -10,6 +10,7 @@ import click
 from singularity import __version__
 from singularity.cli.importing import import_command
 from singularity.cli.inspect import show, tools, verify
+from singularity.cli.live import once, run
 from singularity.errors import SingularityError
 
 
@@ -19,6 +20,8 @@ def cli() -> None:
     """Run and inspect persistent, self-modifying autonomous digital beings."""
 
 
+cli.add_command(run)
+cli.add_command(once)
 cli.add_command(show)
 cli.add_command(verify)
 cli.add_command(tools)
@@ -30,6 +33,7 @@ def main() -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

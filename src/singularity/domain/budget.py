@@ -23,6 +23,8 @@ class Budget(BaseModel):
     earned: Money
     children_funded: Money = Decimal(0)
     """Funds moved to children at spawn (decision 17); an extension readers may ignore."""
+    last_operation: str | None = None
+    """The operation id of the newest debit applied (decision 16); an extension."""
 
     @classmethod
     def fresh(cls, starting: Decimal) -> Budget:

@@ -30,14 +30,36 @@ def model_completed(at: str, cycle: int, prompt_tokens: int, completion_tokens: 
     return {"type": "model_completed", "at": at, "cycle": cycle, "usage": usage}
 
 
-def cost_debited(at: str, cycle: int, amount: Decimal, operation_id: str) -> Event:
-    """A completion's cost was debited; the operation id makes the debit idempotent."""
+def cost_reserved(at: str, cycle: int, operation_id: str, api: Decimal, instance: Decimal) -> Event:
+    """The worst-case cost of a model call was reserved before the call (decision 16)."""
+    return {
+        "type": "cost_reserved",
+        "at": at,
+        "cycle": cycle,
+        "operation_id": operation_id,
+        "api": render_money(api),
+        "instance": render_money(instance),
+    }
+
+
+def cost_released(at: str, cycle: int, operation_id: str) -> Event:
+    """A reserved model call failed and cost nothing."""
+    return {"type": "cost_released", "at": at, "cycle": cycle, "operation_id": operation_id}
+
+
+def cost_debited(
+    at: str, cycle: int, operation_id: str, api: Decimal, instance: Decimal, tokens: int
+) -> Event:
+    """A completion's cost was debited; the spec's fields first, then the operation's parts."""
     return {
         "type": "cost_debited",
         "at": at,
         "cycle": cycle,
-        "amount": render_money(amount),
+        "amount": render_money(api + instance),
         "operation_id": operation_id,
+        "api": render_money(api),
+        "instance": render_money(instance),
+        "tokens": tokens,
     }
 
 

@@ -41,6 +41,8 @@ class Mind(BaseModel):
     memories: list[MemoryEntry]
     children: list[ChildRecord]
     current_model: str
+    conversation_archived: int = 0
+    """How many older messages moved to `conversation.jsonl` (decision 8); an extension."""
 
     def remember(self, entry: MemoryEntry) -> None:
         """Append a memory, dropping the oldest beyond the cap."""

@@ -18,10 +18,29 @@ def _timestamp(value: str) -> str:
     return value
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent that remembers its text.
+
+    Used as `parse_float` when reading `state.json`, so money written as a JSON number
+    is read exactly (`0.0000027777777777777777777778` has more digits than a float).
+    """
+
+    text: str
+
+    def __new__(cls, text: str) -> JsonNumber:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def _money(value: object) -> Decimal:
+    return parse_money(value.text if isinstance(value, JsonNumber) else value)
+
+
 Timestamp = Annotated[str, AfterValidator(_timestamp)]
 Money = Annotated[
     Decimal,
-    BeforeValidator(parse_money),
+    BeforeValidator(_money),
     PlainSerializer(render_money, return_type=str, when_used="always"),
 ]
 ActionStatus = Literal["success", "failed", "indeterminate"]

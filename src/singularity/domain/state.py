@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -14,10 +15,10 @@ from singularity.domain.records import (
     ActionRecord,
     ChatMessage,
     CreatedResources,
+    JsonNumber,
     Timestamp,
 )
 from singularity.errors import JsonFailure, StateError
-from singularity.jsoncodec import loads_strict
 
 SCHEMA_VERSION: Literal["being-v1"] = "being-v1"
 MAX_RECENT_ACTIONS = 100
@@ -82,18 +83,46 @@ def parse_state(data: bytes) -> AgentState:
     A JSON or shape error is a JSON failure; another schema version is a state error.
     """
     try:
-        document = loads_strict(data)
+        document = _load_json(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise JsonFailure(f"state.json is not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise JsonFailure("state.json must hold a JSON object")
     version = document.get("schema_version")
+    if not isinstance(version, str):
+        # Not a schema this or any version writes: a structure error, like serde's.
+        raise JsonFailure(
+            "state.json does not match being-v1: schema_version: missing or not a string"
+        )
     if version != SCHEMA_VERSION:
         raise StateError(f"unsupported state schema {version}")
     try:
         return AgentState.model_validate(document)
     except ValidationError as error:
         raise JsonFailure(f"state.json does not match being-v1: {_first_error(error)}") from None
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _load_json(data: bytes) -> Any:
+    """Strict JSON (no NaN/Infinity, no duplicate keys) whose fractional numbers keep their text."""
+    return json.loads(
+        data,
+        parse_float=JsonNumber,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=_unique_object,
+    )
 
 
 def _first_error(error: ValidationError) -> str:

@@ -12,7 +12,9 @@ per-request deadline, not httpx's per-phase one. Retry classes (§9.5, §18):
 - any failure of `health` or `models` is transient, except a health answer that is
   not `{"status": "ok"}`, which is permanent.
 
-Nothing is retried here; the loop decides.
+Transport failures read `transport error: <httpx text, or its class name>`. Nothing
+is retried here; the loop decides. Nothing is read from the environment either:
+proxies and CA settings are httpx defaults unless the caller passes `trust_env=True`.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def resolve_endpoint(base_url: str, reference: str) -> str:
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
     # Loading the CA bundle costs ~0.2 s; every client of the process can share one context.
-    return httpx.create_ssl_context()
+    return httpx.create_ssl_context(trust_env=False)
 
 
 def _permanent(message: str) -> BramaError:

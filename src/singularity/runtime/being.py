@@ -1,22 +1,31 @@
 """A being opened for life: its locked state directory, its journal and its state in memory.
 
 `open_being` applies the boot matrix and the resume gate of spec §4 before touching
-anything but the lock, so a refused boot changes nothing on disk.
+anything but the lock, so a refused boot changes nothing on disk. Every save keeps the
+conversation window bounded (decision 8): messages leaving it are appended to
+`conversation.jsonl` first, so nothing is lost and the save cost stays flat.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.identity import identity_from
+from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
+from singularity.jsoncodec import compact
+from singularity.storage import conversation_archive
 from singularity.storage.activity import ActivityLog, Event
 from singularity.storage.statedir import STATE_FILE, StateDir
 from singularity.timestamps import Clock, now_text, system_clock
+
+WINDOW_MESSAGES = 400
+WINDOW_BYTES = 1 << 20
 
 
 @dataclass
@@ -28,6 +37,9 @@ class LiveBeing:
     state: AgentState
     created: bool
     clock: Clock = system_clock
+    window_messages: int = WINDOW_MESSAGES
+    window_bytes: int = WINDOW_BYTES
+    _sizes: dict[int, int] = field(default_factory=dict, repr=False)
 
     def now(self) -> str:
         """The current time, rendered."""
@@ -38,9 +50,10 @@ class LiveBeing:
         self.activity.append(event)
 
     def save(self) -> None:
-        """Stamp `updated_at` and durably save; a failure marks the being failed and is fatal."""
-        self.state.updated_at = self.now()
+        """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""
         try:
+            self._archive_overflow()
+            self.state.updated_at = self.now()
             self.statedir.save(self.state)
         except FatalIoError:
             self.fail()
@@ -49,15 +62,40 @@ class LiveBeing:
     def fail(self) -> None:
         """Mark the being failed; the state file is not written again (decision 12)."""
         self.state.status = "failed"
-        try:
+        with contextlib.suppress(FatalIoError):
             self.activity.append(events.stopped(self.now(), self.state.cycle, "failed"))
-        except FatalIoError:
-            pass
 
     def close(self) -> None:
         """Close the journal and release the lock."""
         self.activity.close()
         self.statedir.close()
+
+    def _size(self, message: ChatMessage) -> int:
+        key = id(message)
+        size = self._sizes.get(key)
+        if size is None:
+            size = len(compact(message).encode("utf-8", "surrogatepass"))
+            self._sizes[key] = size
+        return size
+
+    def _archive_overflow(self) -> None:
+        conversation = self.state.conversation
+        total = sum(self._size(message) for message in conversation)
+        leaving = 0
+        while leaving < len(conversation) - 1 and (
+            len(conversation) - leaving > self.window_messages or total > self.window_bytes
+        ):
+            total -= self._size(conversation[leaving])
+            leaving += 1
+        if not leaving:
+            return
+        moved = [dict(message) for message in conversation[:leaving]]
+        mind = self.state.mind
+        conversation_archive.append(self.statedir.fd, mind.conversation_archived, moved)
+        for message in conversation[:leaving]:
+            self._sizes.pop(id(message), None)
+        del conversation[:leaving]
+        mind.conversation_archived += leaving
 
 
 def open_being(
@@ -79,6 +117,9 @@ def open_being(
         if state is not None and state.identity != identity_from(settings):
             raise StateError("resume identity does not match configuration")
         statedir.remove_stale_temps()
+        conversation_archive.repair(
+            statedir.fd, state.mind.conversation_archived if state is not None else 0
+        )
         activity = ActivityLog.open(statedir.fd)
     except BaseException:
         statedir.close()

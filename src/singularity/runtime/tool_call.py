@@ -1,4 +1,4 @@
-"""Executing one tool call the model made, with its records, journal event and save (§7.2)."""
+"""Executing one tool call the model made, with its records, journal events and save (§7.2)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,17 @@ from dataclasses import dataclass
 
 from singularity.domain import events
 from singularity.domain.records import ActionRecord, ToolCall
+from singularity.money import add
 from singularity.runtime.being import LiveBeing
+from singularity.runtime.revenue import trusted_revenue
 from singularity.tools.base import Outcome
 from singularity.tools.catalogue import Catalogue, tool_message
 
 log = logging.getLogger(__name__)
+CANCELLED_CONTENT = (
+    '{"chat_id":null,"content":{"message":"the runtime stopped before this call ran"},'
+    '"error_code":"cancelled","message_id":null,"status":"failed"}'
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,7 @@ def _remember_resource(ids: list[str], value: str | None) -> None:
 
 
 async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCall) -> CallResult:
-    """Run one call, record it, append its tool message, journal it and save."""
+    """Run one call, record it, append its tool message, journal it, credit revenue, save."""
     name = call["function"]["name"]
     outcome = await catalogue.dispatch(name, call["function"]["arguments"])
     state = being.state
@@ -43,5 +49,22 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
         log.warning("output of %s rejected by the boundary: %s", name, message.rejection)
     state.conversation.append(message.message)
     being.journal(events.tool_finished(at, state.cycle, name, outcome.status.value))
+    amount = trusted_revenue(name, outcome.content)
+    if amount is not None:
+        state.budget.earned = add(state.budget.earned, amount)
+        state.budget.remaining = add(state.budget.remaining, amount)
+        being.journal(events.revenue_credited(being.now(), state.cycle, amount, name))
     being.save()
     return CallResult(name, outcome)
+
+
+def skip_tool_call(being: LiveBeing, call: ToolCall) -> None:
+    """Answer a call that will not run because the runtime is stopping (keeps the transcript valid)."""
+    being.state.conversation.append(
+        {
+            "role": "tool",
+            "content": CANCELLED_CONTENT,
+            "tool_call_id": call["id"],
+            "name": call["function"]["name"],
+        }
+    )

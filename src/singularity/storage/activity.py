@@ -82,13 +82,21 @@ class ActivityLog:
         """Open for appending, cutting a torn last line."""
         try:
             fd = fsio.open_append(dir_fd, ACTIVITY_FILE, "activity")
+        except OSError as error:
+            raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
+        try:
             os.fchmod(fd, 0o600)
             data = fsio.read_at(dir_fd, ACTIVITY_FILE, 1 << 40)
             found = scan(data)
             if found.torn_bytes:
                 fsio.truncate_durably(fd, found.good_length, "activity")
-        except OSError as error:
-            raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
+        except BaseException as error:
+            os.close(fd)  # a corrupt journal or a failed repair must not leak the descriptor
+            if isinstance(error, OSError):
+                raise FatalIoError(
+                    f"cannot open activity.jsonl: {os_error_text(error)}"
+                ) from None
+            raise
         return cls(fd, found.events, found.torn_bytes)
 
     def append(self, event: Event) -> None:

@@ -68,16 +68,27 @@ class StateDir:
     @classmethod
     def open(cls, path: str, *, create: bool = True) -> StateDir:
         """Open (creating if allowed) and lock the state directory."""
-        if create and not os.path.lexists(path):
+        # A trailing slash would make lstat and O_NOFOLLOW follow a final symlink.
+        fs_path = path.rstrip("/") or "/"
+        if create and not os.path.lexists(fs_path):
             try:
-                _create_directory(path)
+                _create_directory(fs_path)
             except OSError as error:
                 raise StateError(
                     f"cannot create state directory {path}: {os_error_text(error)}"
                 ) from None
-        _check_owned_directory(path)
-        fd = fsio.open_dir(path)
+        _check_owned_directory(fs_path)
         try:
+            fd = fsio.open_dir(fs_path)
+        except OSError as error:
+            raise StateError(
+                f"cannot open state directory {path}: {os_error_text(error)}"
+            ) from None
+        try:
+            # Checked again on the open descriptor: the path may have changed meanwhile.
+            info = os.fstat(fd)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+                raise StateError(f"state directory {path} is owned by another user")
             os.fchmod(fd, 0o700)
             lock_fd = _lock(fd, path)
         except BaseException:

@@ -354,6 +354,7 @@ class ScriptedServer:
 
     def start(self) -> ScriptedServer:
         """Bind 127.0.0.1 on a free port and serve in a background thread."""
+        self._stopping.clear()
         self._http = _Http(("127.0.0.1", 0), _Handler)
         self._http.owner = self
         self._thread = threading.Thread(

@@ -228,7 +228,7 @@ def _check_content(content: Any) -> None:
                 if utf8_length(key) is None:
                     raise BoundaryRejection("object key holds a lone surrogate")
                 if is_secret_key(key):
-                    raise BoundaryRejection(f"secret-shaped key: {key}")
+                    raise BoundaryRejection(f"secret-shaped key: {key[:64]!r}")
                 pending.append((member, depth + 1))
         elif isinstance(value, list | tuple):
             pending.extend((element, depth + 1) for element in value)

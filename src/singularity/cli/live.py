@@ -1,0 +1,87 @@
+"""Commands that animate a being: `once` and `run`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Any
+
+import click
+
+from singularity.cli.options import runtime_options, settings_from
+from singularity.cli.output import print_json
+from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
+from singularity.errors import StateError
+from singularity.runtime.lifecycle import Runtime
+
+log = logging.getLogger(__name__)
+RESUME_WITH_IMPORT = (
+    "import into an existing being with `singularity import` before starting it with --resume"
+)
+
+
+def _startup_import(path: str | None, resume: bool) -> ImportDocument | None:
+    if path is None:
+        return None
+    if resume:
+        raise StateError(RESUME_WITH_IMPORT)
+    return parse_import(read_import_file(path))
+
+
+def _install_signals(runtime: Runtime) -> None:
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(number: int) -> None:
+        received.append(number)
+        if len(received) == 1:
+            log.info("stopping at the next safe point (send the signal again to stop now)")
+            runtime.request_stop()
+            return
+        log.warning("stopping now")
+        runtime.being.save()
+        os._exit(128 + number)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(number, on_signal, number)
+
+
+async def _live(
+    params: dict[str, Any], import_file: str | None, *, single: bool, max_cycles: int | None
+) -> None:
+    settings = settings_from(params)
+    document = _startup_import(import_file, settings.resume)
+    runtime = Runtime.boot(settings, startup_import=document)
+    if runtime.startup_import is not None:
+        print_json(runtime.startup_import.to_json())
+    _install_signals(runtime)
+    report = None
+    try:
+        if single:
+            report = await runtime.once()
+        else:
+            await runtime.run(max_cycles)
+    finally:
+        await runtime.shutdown()
+    if report is not None:
+        print_json(report.to_json())
+
+
+@click.command()
+@runtime_options
+@click.option("--import-file", default=None, help="Import a mind document into the new being.")
+def once(import_file: str | None, **params: Any) -> None:
+    """Boot, live one cycle, shut down, and print the cycle report."""
+    asyncio.run(_live(params, import_file, single=True, max_cycles=1))
+
+
+@click.command()
+@runtime_options
+@click.option("--import-file", default=None, help="Import a mind document into the new being.")
+@click.option("--max-cycles", type=click.IntRange(min=1), default=None,
+              help="Stop after this many cycles.")
+def run(import_file: str | None, max_cycles: int | None, **params: Any) -> None:
+    """Boot and live cycles while solvent, until stopped (Ctrl-C or SIGTERM)."""
+    asyncio.run(_live(params, import_file, single=False, max_cycles=max_cycles))

@@ -1,0 +1,200 @@
+"""One cycle of a being's life (spec §7.2), read top to bottom.
+
+Solvency gate, framing, then up to `max_tool_rounds` model rounds: reserve the worst
+case, call the gateway, debit the actual cost once, run the tool calls in order, save
+after each. A stop requested by a signal is honoured at the next safe point.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from singularity.domain import events
+from singularity.domain.records import ChatMessage, ToolCall
+from singularity.errors import SingularityError
+from singularity.jsoncodec import compact
+from singularity.mind.context import select_context
+from singularity.mind.framing import framing_text, stimulus_text
+from singularity.mind.prompt import system_message_text
+from singularity.money import render_money
+from singularity.runtime import ledger
+from singularity.runtime.being import LiveBeing
+from singularity.runtime.tool_call import execute_tool_call, skip_tool_call
+from singularity.tools.base import ToolDefinition
+from singularity.tools.catalogue import Catalogue
+
+CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "cancelled"]
+ROUND_LIMIT_WARNING = "maximum tool rounds reached"
+# Room left for the framing and stimulus messages when checking, before a cycle starts,
+# that its first model call is affordable.
+FRAMING_ALLOWANCE_BYTES = 70_000
+
+
+class Completion(Protocol):
+    """What the cycle reads of a model answer."""
+
+    @property
+    def content(self) -> str: ...
+    @property
+    def tool_calls(self) -> Sequence[Any]: ...
+    @property
+    def usage(self) -> Any: ...
+
+
+class Gateway(Protocol):
+    """The model gateway as the cycle uses it."""
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[ToolDefinition],
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class CycleLimits:
+    """The numbers a cycle obeys."""
+
+    max_tool_rounds: int
+    max_tokens: int
+    http_timeout_secs: float
+    context_tokens: int
+    stimulus: str | None = None
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """The report of one cycle (spec §7.5)."""
+
+    cycle: int
+    status: CycleStatus
+    final_content: str | None
+    balance_usd: str
+    earned_usd: str
+    net_profit_usd: str
+    total_tokens: int
+    actions: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report in its field order."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class Life:
+    """Everything a cycle needs: the being, its tools, its gateway, prices and limits."""
+
+    being: LiveBeing
+    catalogue: Catalogue
+    gateway: Gateway
+    prices: ledger.Prices
+    limits: CycleLimits
+    stop_requested: Callable[[], bool] = lambda: False
+
+    def report(self, status: CycleStatus, actions: list[str], final: str | None) -> CycleReport:
+        """A report of the being's current numbers."""
+        state = self.being.state
+        budget = state.budget
+        return CycleReport(
+            cycle=state.cycle,
+            status=status,
+            final_content=final,
+            balance_usd=render_money(budget.remaining),
+            earned_usd=render_money(budget.earned),
+            net_profit_usd=render_money(budget.net_profit),
+            total_tokens=budget.total_tokens,
+            actions=actions,
+        )
+
+
+def request_messages(life: Life) -> list[ChatMessage]:
+    """The system message from the mind, then the conversation that fits the context."""
+    state = life.being.state
+    system: ChatMessage = {"role": "system", "content": system_message_text(state.mind)}
+    budget = life.limits.context_tokens
+    return [system, *select_context(state.conversation, budget)]
+
+
+def _reservation(
+    life: Life, messages: list[ChatMessage], extra_bytes: int = 0
+) -> ledger.Charge:
+    prompt_bytes = len(compact(messages).encode("utf-8", "surrogatepass"))
+    prompt_bytes += len(compact(life.catalogue.wire()).encode("utf-8")) + extra_bytes
+    return ledger.worst_case(
+        life.prices, prompt_bytes, life.limits.max_tokens, life.limits.http_timeout_secs
+    )
+
+
+def can_afford_cycle(life: Life) -> bool:
+    """Whether the being is solvent and can cover the worst case of a new cycle's first call."""
+    reservation = _reservation(life, request_messages(life), FRAMING_ALLOWANCE_BYTES)
+    return ledger.can_cover(life.being.state.budget, reservation)
+
+
+def _tool_call_messages(completion: Any) -> list[ToolCall]:
+    return [call.wire() for call in completion.tool_calls]
+
+
+async def live_cycle(life: Life) -> CycleReport:
+    """Live one cycle; gateway errors propagate after releasing the reserved cost."""
+    being, state = life.being, life.being.state
+    if not can_afford_cycle(life):
+        state.status = "exhausted"
+        return life.report("budget_exhausted", [], None)
+    state.cycle += 1
+    being.journal(events.cycle_started(being.now(), state.cycle))
+    state.conversation.append({"role": "user", "content": framing_text(state)})
+    if state.cycle == 1 and life.limits.stimulus:
+        state.conversation.append({"role": "user", "content": stimulus_text(life.limits.stimulus)})
+    being.save()
+    actions: list[str] = []
+    tools = life.catalogue.definitions
+    for _ in range(life.limits.max_tool_rounds):
+        if life.stop_requested():
+            return life.report("cancelled", actions, None)
+        messages = request_messages(life)
+        reservation = _reservation(life, messages)
+        if not ledger.can_cover(state.budget, reservation):
+            state.status = "exhausted"
+            being.save()
+            return life.report("budget_exhausted", actions, None)
+        operation = ledger.new_operation_id()
+        ledger.reserve(being, operation, reservation)
+        started = time.monotonic_ns()
+        try:
+            completion = await life.gateway.complete(state.mind.current_model, messages, tools)
+        except SingularityError:
+            ledger.release(being, operation)
+            raise
+        elapsed = time.monotonic_ns() - started
+        usage = completion.usage
+        being.journal(
+            events.model_completed(
+                being.now(), state.cycle, usage.prompt_tokens, usage.completion_tokens
+            )
+        )
+        charge = ledger.price(life.prices, usage.prompt_tokens, usage.completion_tokens, elapsed)
+        ledger.debit(being, operation, charge)
+        calls = _tool_call_messages(completion)
+        assistant: ChatMessage = {"role": "assistant", "content": completion.content}
+        if calls:
+            assistant["tool_calls"] = calls
+        state.conversation.append(assistant)
+        if not calls:
+            being.save()
+            return life.report("completed", actions, completion.content)
+        for index, call in enumerate(calls):
+            if life.stop_requested():
+                for skipped in calls[index:]:
+                    skip_tool_call(being, skipped)
+                being.save()
+                return life.report("cancelled", actions, None)
+            await execute_tool_call(being, life.catalogue, call)
+            actions.append(call["function"]["name"])
+    being.journal(events.warning(being.now(), state.cycle, ROUND_LIMIT_WARNING))
+    being.save()
+    return life.report("tool_round_limit", actions, None)

@@ -1,0 +1,175 @@
+"""Money that cannot be overspent and is debited exactly once (spec §8, decisions 15–16).
+
+Before every model call the worst-case cost is reserved (journaled); if `remaining`
+cannot cover it the call is not made. After the call the actual cost is journaled as
+`cost_debited` with the reservation's operation id and applied to the budget; the
+budget remembers the newest operation it applied. At boot, `reconcile` applies
+journaled debits the saved budget missed and charges reservations whose call never
+reported back, so a crash can neither lose nor double a debit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+
+from singularity.config import Settings
+from singularity.domain import events
+from singularity.domain.budget import Budget
+from singularity.money import ZERO, add, div, mul, parse_money, sub
+from singularity.runtime.being import LiveBeing
+from singularity.storage.activity import Event
+
+MILLION = Decimal(1_000_000)
+NANOS_PER_HOUR = Decimal(3_600_000_000_000)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """Configured prices: USD per million prompt and completion tokens, USD per hour."""
+
+    input_per_million: Decimal
+    output_per_million: Decimal
+    instance_per_hour: Decimal
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Prices:
+        """The prices a configuration sets."""
+        return cls(settings.input_price, settings.output_price, settings.instance_price)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A cost split into its token part and its instance-time part."""
+
+    api: Decimal
+    instance: Decimal
+    tokens: int = 0
+
+    @property
+    def total(self) -> Decimal:
+        """Token cost plus instance cost."""
+        return add(self.api, self.instance)
+
+
+def price(
+    prices: Prices, prompt_tokens: int, completion_tokens: int, elapsed_ns: int
+) -> Charge:
+    """The exact cost of a completion (spec §8.2)."""
+    api = add(
+        div(mul(Decimal(prompt_tokens), prices.input_per_million), MILLION),
+        div(mul(Decimal(completion_tokens), prices.output_per_million), MILLION),
+    )
+    instance = div(mul(Decimal(elapsed_ns), prices.instance_per_hour), NANOS_PER_HOUR)
+    return Charge(api, instance, prompt_tokens + completion_tokens)
+
+
+def worst_case(prices: Prices, prompt_bytes: int, max_tokens: int, timeout_secs: float) -> Charge:
+    """The most a call can cost: every prompt byte a token, `max_tokens` out, the whole timeout."""
+    timeout_ns = int(Decimal(str(timeout_secs)) * Decimal(1_000_000_000))
+    return price(prices, prompt_bytes, max_tokens, timeout_ns)
+
+
+def new_operation_id() -> str:
+    """A fresh operation id."""
+    return str(uuid.uuid4())
+
+
+def can_cover(budget: Budget, reservation: Charge) -> bool:
+    """Whether the budget is solvent and can pay the reservation in full."""
+    return budget.solvent and budget.remaining >= reservation.total
+
+
+def reserve(being: LiveBeing, operation_id: str, reservation: Charge) -> None:
+    """Journal the reservation before the call is made."""
+    being.journal(
+        events.cost_reserved(
+            being.now(), being.state.cycle, operation_id, reservation.api, reservation.instance
+        )
+    )
+
+
+def release(being: LiveBeing, operation_id: str) -> None:
+    """Journal that a reserved call failed and costs nothing."""
+    being.journal(events.cost_released(being.now(), being.state.cycle, operation_id))
+
+
+def capped(budget: Budget, charge: Charge) -> Charge:
+    """The charge, cut so that `remaining` never goes below zero."""
+    if charge.total <= budget.remaining:
+        return charge
+    api = min(charge.api, max(budget.remaining, ZERO))
+    return Charge(api, sub(max(budget.remaining, ZERO), api), charge.tokens)
+
+
+def apply_debit(budget: Budget, operation_id: str, charge: Charge) -> None:
+    """Apply one debit to the budget and remember its operation."""
+    budget.api_spent = add(budget.api_spent, charge.api)
+    budget.instance_spent = add(budget.instance_spent, charge.instance)
+    budget.remaining = sub(budget.remaining, charge.total)
+    budget.total_tokens = min(budget.total_tokens + charge.tokens, 2**64 - 1)
+    budget.last_operation = operation_id
+
+
+def debit(being: LiveBeing, operation_id: str, charge: Charge) -> Charge:
+    """Journal and apply the actual cost of a completed call; returns what was charged."""
+    charged = capped(being.state.budget, charge)
+    being.journal(
+        events.cost_debited(
+            being.now(), being.state.cycle, operation_id, charged.api, charged.instance,
+            charged.tokens,
+        )
+    )
+    apply_debit(being.state.budget, operation_id, charged)
+    return charged
+
+
+def _charge_of(event: Event) -> Charge:
+    return Charge(
+        parse_money(event.get("api", event.get("amount"))),
+        parse_money(event.get("instance", "0")),
+        int(event.get("tokens", 0)),
+    )
+
+
+def unsettled(budget: Budget, journal: list[Event]) -> tuple[list[Event], list[Event]]:
+    """Debits the budget has not applied, and reservations with no outcome, after its newest."""
+    start = 0
+    if budget.last_operation is not None:
+        for index, event in enumerate(journal):
+            if (
+                event.get("type") == "cost_debited"
+                and event.get("operation_id") == budget.last_operation
+            ):
+                start = index + 1
+        if start == 0:
+            # The journal does not hold the budget's newest debit: nothing can be matched safely.
+            return [], []
+    pending: dict[str, Event] = {}
+    missed: list[Event] = []
+    for event in journal[start:]:
+        kind = event.get("type")
+        operation = event.get("operation_id")
+        if not isinstance(operation, str):
+            continue
+        if kind == "cost_reserved":
+            pending[operation] = event
+        elif kind == "cost_released":
+            pending.pop(operation, None)
+        elif kind == "cost_debited":
+            pending.pop(operation, None)
+            missed.append(event)
+    return missed, list(pending.values())
+
+
+def reconcile(being: LiveBeing, journal: list[Event]) -> int:
+    """Bring the budget level with the journal at boot; returns how many debits were applied."""
+    budget = being.state.budget
+    missed, orphans = unsettled(budget, journal)
+    for event in missed:
+        apply_debit(budget, str(event["operation_id"]), _charge_of(event))
+    for reservation in orphans:
+        # The call's outcome is unknown: it may have been billed, so its reservation is charged.
+        debit(being, str(reservation["operation_id"]), _charge_of(reservation))
+    return len(missed) + len(orphans)

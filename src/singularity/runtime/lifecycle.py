@@ -1,0 +1,203 @@
+"""Boot, living and shutdown of a being (spec §7.1, §7.6, §7.7; decisions 9–10).
+
+`Runtime.boot` validates everything before it touches the state, opens the being
+through the boot matrix, reconciles its ledger and archive, builds the gateway client
+and the catalogue, and saves it `running`. `run` lives cycles until the being cannot
+afford its next call, is asked to stop, or reaches `max_cycles`; `shutdown` always runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from singularity.config import Settings
+from singularity.domain import events
+from singularity.domain.mind_import import ImportDocument, ImportReport, merge
+from singularity.errors import BramaError, RetryClass, SingularityError, StateError
+from singularity.gateway.auth import Auth
+from singularity.gateway.client import BramaClient
+from singularity.runtime import ledger
+from singularity.runtime.being import LiveBeing, open_being
+from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
+from singularity.runtime.importing import refusal_message
+from singularity.settings_check import Credentials, canonical_workspace, check_runtime
+from singularity.timestamps import Clock, system_clock
+from singularity.tools.base import FunctionToolset, Toolset
+from singularity.tools.catalogue import Catalogue
+from singularity.tools.confinement import Workspace, check_disjoint
+from singularity.tools.files import file_tools
+from singularity.tools.model_tool import switch_model_tools
+from singularity.tools.self_tools import memory_and_self_tools
+
+log = logging.getLogger(__name__)
+
+
+def gateway_auth(credentials: Credentials) -> Auth:
+    """The gateway authentication the credentials call for (decision 5)."""
+    secret = credentials.brama_secret
+    if credentials.brama_mode == "hmac" and secret is not None:
+        return Auth.hmac(secret.value)
+    if credentials.brama_mode == "bearer" and secret is not None:
+        return Auth.bearer(secret.value)
+    return Auth.none()
+
+
+def builtin_toolsets(being: LiveBeing, gateway: BramaClient, workspace: Workspace) -> list[Toolset]:
+    """The built-ins in catalogue order (spec §10.1)."""
+    state = being.state
+    return [
+        memory_and_self_tools(state, being.clock),
+        switch_model_tools(state, gateway.models),
+        FunctionToolset(file_tools(workspace)),
+    ]
+
+
+@dataclass
+class Runtime:
+    """A booted being with its gateway, workspace and catalogue."""
+
+    settings: Settings
+    being: LiveBeing
+    gateway: BramaClient
+    workspace: Workspace
+    life: Life
+    startup_import: ImportReport | None = None
+    stop_event: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+    @classmethod
+    def boot(
+        cls,
+        settings: Settings,
+        *,
+        startup_import: ImportDocument | None = None,
+        clock: Clock = system_clock,
+        extra_toolsets: Callable[[LiveBeing], list[Toolset]] | None = None,
+    ) -> Runtime:
+        """Validate, open the being, reconcile, build its tools, save it `running`."""
+        credentials = check_runtime(settings)
+        workspace_root = canonical_workspace(settings.workspace)
+        check_disjoint(workspace_root, settings.state_dir)
+        being = open_being(settings, clock=clock)
+        try:
+            applied = ledger.reconcile(being, being.activity.events_at_open)
+            if applied:
+                log.warning("applied %d journaled debit(s) the saved budget missed", applied)
+            report = None
+            if startup_import is not None:
+                report = merge(being.state, startup_import, being.now())
+                if not report.accepted:
+                    raise StateError(
+                        refusal_message(report, "startup import refused").replace(
+                            "no state was changed", "no state was created"
+                        )
+                    )
+            workspace = Workspace(workspace_root)
+            workspace.remove_stale_temps()
+            gateway = BramaClient(
+                settings.brama_url,
+                agent_id=settings.agent_id,
+                auth=gateway_auth(credentials),
+                timeout=settings.http_timeout_secs,
+                max_tokens=settings.max_tokens,
+                temperature=settings.temperature,
+            )
+            toolsets = list(extra_toolsets(being)) if extra_toolsets else []
+            toolsets += builtin_toolsets(being, gateway, workspace)
+            catalogue = Catalogue(toolsets)
+        except BaseException:
+            being.close()
+            raise
+        limits = CycleLimits(
+            max_tool_rounds=settings.max_tool_rounds,
+            max_tokens=settings.max_tokens,
+            http_timeout_secs=settings.http_timeout_secs,
+            context_tokens=settings.context_tokens,
+            stimulus=settings.stimulus,
+        )
+        runtime_stop = asyncio.Event()
+        life = Life(
+            being, catalogue, gateway, ledger.Prices.from_settings(settings), limits,
+            stop_requested=runtime_stop.is_set,
+        )
+        runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
+        state = being.state
+        state.status = "running"
+        being.journal(events.started(being.now()))
+        if report is not None:
+            being.journal(
+                events.mind_imported(
+                    being.now(), report.source_kind, report.source_id,
+                    report.imported, report.attributed, report.unchanged,
+                )
+            )
+        being.save()
+        return runtime
+
+    def request_stop(self) -> None:
+        """Ask the being to stop at the next safe point."""
+        self.stop_event.set()
+
+    async def once(self) -> CycleReport:
+        """Live exactly one cycle."""
+        return await live_cycle(self.life)
+
+    async def run(self, max_cycles: int | None = None) -> None:
+        """Live cycles until exhausted, stopped, or `max_cycles`; permanent gateway errors end it."""
+        lived = 0
+        while not self.stop_event.is_set() and (max_cycles is None or lived < max_cycles):
+            try:
+                report = await live_cycle(self.life)
+            except BramaError as error:
+                if error.retry is RetryClass.PERMANENT:
+                    raise
+                self._tolerate(error)
+            except SingularityError as error:
+                if error.exit_code == 4 and not isinstance(error, StateError):
+                    raise  # a write or fsync failure is fatal (decision 12)
+                self._tolerate(error)
+            else:
+                lived += 1
+                log.info(
+                    "cycle %d %s; balance %s USD, earned %s USD",
+                    report.cycle, report.status, report.balance_usd, report.earned_usd,
+                )
+                if report.status in ("budget_exhausted", "cancelled"):
+                    break
+            if max_cycles is not None and lived >= max_cycles:
+                break
+            await self._sleep(self.settings.cycle_interval_secs)
+
+    def _tolerate(self, error: SingularityError) -> None:
+        being = self.being
+        log.warning("cycle %d failed: %s", being.state.cycle, error)
+        being.journal(events.warning(being.now(), being.state.cycle, str(error)))
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stop_event.wait(), timeout=seconds)
+        except TimeoutError:
+            pass
+
+    async def shutdown(self) -> None:
+        """Stopping, then stopped or exhausted (spec §7.7)."""
+        if self.closed:
+            return
+        self.closed = True
+        being = self.being
+        state = being.state
+        try:
+            if state.status != "failed":
+                solvent = state.budget.solvent and state.status != "exhausted"
+                state.status = "stopping"
+                being.save()
+                await self.gateway.aclose()
+                self.workspace.close()
+                state.status = "stopped" if solvent else "exhausted"
+                being.journal(events.stopped(being.now(), state.cycle, state.status))
+                being.save()
+        finally:
+            being.close()

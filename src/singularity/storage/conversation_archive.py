@@ -1,0 +1,76 @@
+"""`conversation.jsonl`: messages that left the state's window, appended and fsynced (decision 8).
+
+Each line is `{"seq": n, "message": {…}}`, where `n` counts from the being's first message.
+The state records how many messages it archived; lines beyond that count are leftovers of a
+crash between an archive append and the state save, and `repair` cuts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from singularity.errors import FatalIoError, StateError
+from singularity.jsoncodec import compact
+from singularity.secrets import os_error_text
+from singularity.storage import fsio
+
+ARCHIVE_FILE = "conversation.jsonl"
+
+
+def _read(dir_fd: int) -> bytes:
+    try:
+        return fsio.read_at(dir_fd, ARCHIVE_FILE, 1 << 40)
+    except FileNotFoundError:
+        return b""
+
+
+def archived_count(dir_fd: int) -> int:
+    """How many complete lines the archive holds."""
+    return _read(dir_fd).count(b"\n")
+
+
+def read_archive(dir_fd: int) -> list[dict[str, Any]]:
+    """Every archived message, oldest first."""
+    return [json.loads(line)["message"] for line in _read(dir_fd).splitlines() if line]
+
+
+def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
+    """Append messages numbered from `first_seq` and fsync them."""
+    data = "".join(
+        compact({"seq": first_seq + offset, "message": message}) + "\n"
+        for offset, message in enumerate(messages)
+    ).encode("utf-8")
+    try:
+        fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
+        try:
+            fsio.append_durably(fd, data, "archive")
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise FatalIoError(f"cannot append to {ARCHIVE_FILE}: {os_error_text(error)}") from None
+
+
+def repair(dir_fd: int, expected: int) -> int:
+    """Cut lines beyond the `expected` count (and a torn tail); returns the bytes removed."""
+    data = _read(dir_fd)
+    lines = data.split(b"\n")
+    complete = len(lines) - 1
+    if complete < expected:
+        raise StateError(
+            f"{ARCHIVE_FILE} holds {complete} messages but the state archived {expected}"
+        )
+    keep = sum(len(line) + 1 for line in lines[:expected])
+    if keep == len(data):
+        return 0
+    try:
+        fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
+        try:
+            fsio.truncate_durably(fd, keep, "archive")
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise FatalIoError(f"cannot repair {ARCHIVE_FILE}: {os_error_text(error)}") from None
+    return len(data) - keep
