@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -9,7 +10,9 @@ import click
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import print_json
 from singularity.errors import StateError
-from singularity.runtime.importing import import_offline, refusal_message
+from singularity.domain.mind_import import parse_import, read_import_file
+from singularity.runtime.import_service import socket_path, submit
+from singularity.runtime.importing import import_offline
 
 
 @click.command(name="import")
@@ -18,7 +21,16 @@ from singularity.runtime.importing import import_offline, refusal_message
 def import_command(file: str, **params: Any) -> None:
     """Import memories, knowledge and profile facts into a being."""
     settings = settings_from(params)
-    report = import_offline(file, settings.state_dir)
-    print_json(report.to_json())
-    if not report.accepted:
-        raise StateError(refusal_message(report))
+    service = socket_path(settings.state_dir)
+    if os.path.lexists(service):
+        document = read_import_file(file)
+        parse_import(document)
+        report = submit(service, document)
+    else:
+        report = import_offline(file, settings.state_dir).to_json()
+    print_json(report)
+    if not report["accepted"]:
+        raise StateError(
+            f"import refused: {report['conflicting']} conflicting and {report['rejected']} "
+            "rejected item(s); no state was changed"
+        )

@@ -6,17 +6,28 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import click
 
 from singularity.cli.options import runtime_options, settings_from
+from singularity.cli.display import json_lines, live_display
 from singularity.cli.output import print_json
 from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
 from singularity.errors import StateError
+from singularity.runtime.being import LiveBeing
 from singularity.runtime.lifecycle import Runtime
+from singularity.storage.activity import Event
 
 log = logging.getLogger(__name__)
+LOG_FORMAT = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How the running being is shown on stderr: readable text or one JSON event a line.",
+)
 RESUME_WITH_IMPORT = (
     "import into an existing being with `singularity import` before starting it with --resume"
 )
@@ -49,11 +60,21 @@ def _install_signals(runtime: Runtime) -> None:
 
 
 async def _live(
-    params: dict[str, Any], import_file: str | None, *, single: bool, max_cycles: int | None
+    params: dict[str, Any],
+    import_file: str | None,
+    *,
+    single: bool,
+    max_cycles: int | None,
+    log_format: str,
 ) -> None:
     settings = settings_from(params)
     document = _startup_import(import_file, settings.resume)
-    runtime = Runtime.boot(settings, startup_import=document)
+    watcher: Callable[[LiveBeing], Callable[[Event], None]] = (
+        (lambda being: json_lines())
+        if log_format == "json"
+        else (lambda being: live_display(being.state))
+    )
+    runtime = Runtime.boot(settings, startup_import=document, watchers=[watcher])
     if runtime.startup_import is not None:
         print_json(runtime.startup_import.to_json())
     _install_signals(runtime)
@@ -72,16 +93,21 @@ async def _live(
 @click.command()
 @runtime_options
 @click.option("--import-file", default=None, help="Import a mind document into the new being.")
-def once(import_file: str | None, **params: Any) -> None:
+@LOG_FORMAT
+def once(import_file: str | None, log_format: str, **params: Any) -> None:
     """Boot, live one cycle, shut down, and print the cycle report."""
-    asyncio.run(_live(params, import_file, single=True, max_cycles=1))
+    asyncio.run(_live(params, import_file, single=True, max_cycles=1, log_format=log_format))
 
 
 @click.command()
 @runtime_options
 @click.option("--import-file", default=None, help="Import a mind document into the new being.")
-@click.option("--max-cycles", type=click.IntRange(min=1), default=None,
-              help="Stop after this many cycles.")
-def run(import_file: str | None, max_cycles: int | None, **params: Any) -> None:
+@click.option(
+    "--max-cycles", type=click.IntRange(min=1), default=None, help="Stop after this many cycles."
+)
+@LOG_FORMAT
+def run(import_file: str | None, max_cycles: int | None, log_format: str, **params: Any) -> None:
     """Boot and live cycles while solvent, until stopped (Ctrl-C or SIGTERM)."""
-    asyncio.run(_live(params, import_file, single=False, max_cycles=max_cycles))
+    asyncio.run(
+        _live(params, import_file, single=False, max_cycles=max_cycles, log_format=log_format)
+    )

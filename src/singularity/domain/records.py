@@ -5,7 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from singularity.money import parse_money, render_money
@@ -92,6 +99,12 @@ class ActionRecord(BaseModel):
     at: Timestamp
 
 
+# Nested records ignore unknown fields (spec §5.4); without an own config these
+# TypedDicts would inherit `extra="forbid"` from the top-level AgentState.
+_NESTED = ConfigDict(extra="ignore", strict=True)
+
+
+@with_config(_NESTED)
 class FunctionCall(TypedDict):
     """The function part of a tool call: its name and the raw JSON arguments text."""
 
@@ -99,6 +112,7 @@ class FunctionCall(TypedDict):
     arguments: str
 
 
+@with_config(_NESTED)
 class ToolCall(TypedDict):
     """A tool call the model made."""
 
@@ -107,6 +121,7 @@ class ToolCall(TypedDict):
     function: FunctionCall
 
 
+@with_config(_NESTED)
 class ChatMessage(TypedDict):
     """One message of the conversation, in the OpenAI shape; absent optionals omitted."""
 

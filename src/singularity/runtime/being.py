@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
@@ -39,6 +40,8 @@ class LiveBeing:
     clock: Clock = system_clock
     window_messages: int = WINDOW_MESSAGES
     window_bytes: int = WINDOW_BYTES
+    listeners: list[Callable[[Event], None]] = field(default_factory=list)
+    """Called with every event after it is journaled (the terminal display, JSON logs)."""
     _sizes: dict[int, int] = field(default_factory=dict, repr=False)
 
     def now(self) -> str:
@@ -46,8 +49,10 @@ class LiveBeing:
         return now_text(self.clock)
 
     def journal(self, event: Event) -> None:
-        """Append an event durably."""
+        """Append an event durably, then tell the listeners."""
         self.activity.append(event)
+        for listener in self.listeners:
+            listener(event)
 
     def save(self) -> None:
         """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""

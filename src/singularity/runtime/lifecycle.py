@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
 from singularity.domain import events
-from singularity.domain.mind_import import ImportDocument, ImportReport, merge
+from singularity.domain.mind_import import ImportDocument, ImportReport, merge, parse_import
 from singularity.errors import BramaError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
+from singularity.storage.activity import Event
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
+from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
 from singularity.settings_check import Credentials, canonical_workspace, check_runtime
 from singularity.timestamps import Clock, system_clock
@@ -67,6 +69,7 @@ class Runtime:
     startup_import: ImportReport | None = None
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    cycle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
     def boot(
@@ -76,12 +79,14 @@ class Runtime:
         startup_import: ImportDocument | None = None,
         clock: Clock = system_clock,
         extra_toolsets: Callable[[LiveBeing], list[Toolset]] | None = None,
+        watchers: Sequence[Callable[[LiveBeing], Callable[[Event], None]]] = (),
     ) -> Runtime:
         """Validate, open the being, reconcile, build its tools, save it `running`."""
         credentials = check_runtime(settings)
         workspace_root = canonical_workspace(settings.workspace)
         check_disjoint(workspace_root, settings.state_dir)
         being = open_being(settings, clock=clock)
+        being.listeners.extend(watch(being) for watch in watchers)
         try:
             applied = ledger.reconcile(being, being.activity.events_at_open)
             if applied:
@@ -120,7 +125,11 @@ class Runtime:
         )
         runtime_stop = asyncio.Event()
         life = Life(
-            being, catalogue, gateway, ledger.Prices.from_settings(settings), limits,
+            being,
+            catalogue,
+            gateway,
+            ledger.Prices.from_settings(settings),
+            limits,
             stop_requested=runtime_stop.is_set,
         )
         runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
@@ -130,8 +139,12 @@ class Runtime:
         if report is not None:
             being.journal(
                 events.mind_imported(
-                    being.now(), report.source_kind, report.source_id,
-                    report.imported, report.attributed, report.unchanged,
+                    being.now(),
+                    report.source_kind,
+                    report.source_id,
+                    report.imported,
+                    report.attributed,
+                    report.unchanged,
                 )
             )
         being.save()
@@ -145,12 +158,41 @@ class Runtime:
         """Live exactly one cycle."""
         return await live_cycle(self.life)
 
+    async def apply_import(self, document_bytes: bytes) -> ImportReport:
+        """Apply an import between cycles: merge, journal and save, as an offline import would."""
+        document = parse_import(document_bytes)
+        async with self.cycle_lock:
+            being = self.being
+            report = merge(being.state, document, being.now())
+            if report.accepted:
+                being.journal(
+                    events.mind_imported(
+                        being.now(),
+                        report.source_kind,
+                        report.source_id,
+                        report.imported,
+                        report.attributed,
+                        report.unchanged,
+                    )
+                )
+                being.save()
+            return report
+
     async def run(self, max_cycles: int | None = None) -> None:
-        """Live cycles until exhausted, stopped, or `max_cycles`; permanent gateway errors end it."""
+        """Live cycles until exhausted, stopped, or `max_cycles`; serve imports between cycles."""
+        service = ImportService(socket_path(self.settings.state_dir), self.apply_import)
+        await service.start()
+        try:
+            await self._live(max_cycles)
+        finally:
+            await service.stop()
+
+    async def _live(self, max_cycles: int | None) -> None:
         lived = 0
         while not self.stop_event.is_set() and (max_cycles is None or lived < max_cycles):
             try:
-                report = await live_cycle(self.life)
+                async with self.cycle_lock:
+                    report = await live_cycle(self.life)
             except BramaError as error:
                 if error.retry is RetryClass.PERMANENT:
                     raise
@@ -163,7 +205,10 @@ class Runtime:
                 lived += 1
                 log.info(
                     "cycle %d %s; balance %s USD, earned %s USD",
-                    report.cycle, report.status, report.balance_usd, report.earned_usd,
+                    report.cycle,
+                    report.status,
+                    report.balance_usd,
+                    report.earned_usd,
                 )
                 if report.status in ("budget_exhausted", "cancelled"):
                     break

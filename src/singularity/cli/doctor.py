@@ -1,0 +1,20 @@
+"""`singularity doctor`: check configuration, gateway and skills without touching a being."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+
+from singularity.cli.options import runtime_options, settings_from
+from singularity.cli.output import print_json
+from singularity.runtime.doctor import doctor
+
+
+@click.command(name="doctor")
+@runtime_options
+def doctor_command(**params: Any) -> None:
+    """Read-only pre-flight: configuration, gateway health, the configured model."""
+    result = asyncio.run(doctor(settings_from(params)))
+    print_json(result, sort_keys=True)

@@ -1,0 +1,31 @@
+"""`singularity doctor`: a read-only pre-flight of everything a being depends on (spec §17)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from singularity.config import Settings
+from singularity.errors import ConfigurationError
+from singularity.gateway.client import BramaClient
+from singularity.runtime.lifecycle import gateway_auth
+from singularity.settings_check import check_runtime
+from singularity.tools.model_tool import SELECTORS, TASK_PREFIX
+
+DOCTOR_SELECTORS = (*SELECTORS,)  # `best` is accepted too (decision 4)
+
+
+async def doctor(settings: Settings) -> dict[str, Any]:
+    """Check the gateway's health and model list; writes no being state."""
+    credentials = check_runtime(settings)
+    model = settings.brama_model
+    async with BramaClient(
+        settings.brama_url,
+        agent_id=settings.agent_id,
+        auth=gateway_auth(credentials),
+        timeout=settings.http_timeout_secs,
+    ) as gateway:
+        await gateway.health()
+        if model not in DOCTOR_SELECTORS and not model.startswith(TASK_PREFIX):
+            if model not in await gateway.models():
+                raise ConfigurationError(f"configured Brama model is unavailable: {model}")
+    return {"brama_model": model, "las_tools": 0, "most": None, "ok": True}

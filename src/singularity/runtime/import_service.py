@@ -1,0 +1,172 @@
+"""The local import service of a running being (spec §15.5).
+
+While `run` is active, a Unix socket `state-import.sock` (0600) in the state directory
+accepts one mind-import request per connection. Requests are applied between cycles by
+the owning process, with the same merge, save and journal as an offline import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from singularity.domain.mind_import import ImportReport
+from singularity.errors import SingularityError, StateError
+from singularity.jsoncodec import compact
+
+SOCKET_NAME = "state-import.sock"
+MAX_REQUEST_BYTES = 24 * 1024 * 1024
+MAX_RESPONSE_BYTES = 1024 * 1024
+Importer = Callable[[bytes], Awaitable[ImportReport]]
+
+
+def socket_path(state_dir: str) -> str:
+    """Where a running being's import socket lives."""
+    return os.path.join(state_dir, SOCKET_NAME)
+
+
+def _answers(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def prepare_socket_path(path: str) -> None:
+    """Refuse a non-socket at the path or a live service; remove a stale socket."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise StateError(f"local state import path is not a socket: {path}")
+    if _answers(path):
+        raise StateError("another Singularity runtime already owns the local state import service")
+    os.unlink(path)
+
+
+async def _read_all(reader: asyncio.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await reader.read(65536):
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_request(data: bytes) -> bytes:
+    """The raw import document carried by a request, or StateError."""
+    try:
+        request = json.loads(data)
+    except ValueError as error:
+        raise StateError(f"invalid local state import request: {error}") from None
+    if (
+        not isinstance(request, dict)
+        or request.get("version") != 1
+        or request.get("operation") != "mind_import"
+        or not isinstance(request.get("document_base64"), str)
+    ):
+        raise StateError("invalid local state import request: unsupported version or operation")
+    try:
+        return base64.b64decode(request["document_base64"], validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise StateError(f"invalid local state import request: {error}") from None
+
+
+class ImportService:
+    """The socket server; `importer` applies a document and returns its report."""
+
+    def __init__(self, path: str, importer: Importer) -> None:
+        self.path = path
+        self._importer = importer
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        """Bind the socket (0600) and serve."""
+        prepare_socket_path(self.path)
+        previous = os.umask(0o177)
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+        finally:
+            os.umask(previous)
+        os.chmod(self.path, 0o600)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        reply: dict[str, Any]
+        try:
+            data = await _read_all(reader, MAX_REQUEST_BYTES)
+            report = await self._importer(decode_request(data))
+            reply = {"ok": True, "result": report.to_json()}
+        except ValueError:
+            reply = {"ok": False, "error": "state import request is too large"}
+        except SingularityError as error:
+            reply = {"ok": False, "error": error.message}
+        try:
+            writer.write(compact(reply).encode("utf-8"))
+            await writer.drain()
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    async def stop(self) -> None:
+        """Stop serving and remove the socket."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def submit(path: str, document: bytes, timeout: float = 120.0) -> dict[str, Any]:
+    """Send a document to a running being; returns its report (client side of §15.5)."""
+    request = compact(
+        {
+            "version": 1,
+            "operation": "mind_import",
+            "document_base64": base64.b64encode(document).decode("ascii"),
+        }
+    ).encode("utf-8")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(timeout)
+            client.connect(path)
+            client.sendall(request)
+            client.shutdown(socket.SHUT_WR)
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := client.recv(65536):
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise StateError("invalid local state import response: too large")
+                chunks.append(chunk)
+    except OSError as error:
+        raise StateError(f"local state import service at {path} is unavailable: {error}") from None
+    try:
+        reply = json.loads(b"".join(chunks))
+    except ValueError as error:
+        raise StateError(f"invalid local state import response: {error}") from None
+    if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+        raise StateError("invalid local state import response: missing ok")
+    if not reply["ok"]:
+        raise StateError(str(reply.get("error", "import failed")))
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise StateError("invalid local state import response: missing result")
+    return result
