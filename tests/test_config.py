@@ -130,16 +130,48 @@ def test_variable_names_are_the_spec_ones(name: str, env: str) -> None:
 
 # (option, env variable, TOML literal, file value, env text, env value, flag, flag value)
 PRECEDENCE = [
-    ("agent_name", "SINGULARITY_AGENT_NAME", '"FileName"', "FileName", "EnvName", "EnvName",
-     "FlagName", "FlagName"),
-    ("host", "SINGULARITY_HOST", '"file-host"', "file-host", "env-host", "env-host",
-     "flag-host", "flag-host"),
+    (
+        "agent_name",
+        "SINGULARITY_AGENT_NAME",
+        '"FileName"',
+        "FileName",
+        "EnvName",
+        "EnvName",
+        "FlagName",
+        "FlagName",
+    ),
+    (
+        "host",
+        "SINGULARITY_HOST",
+        '"file-host"',
+        "file-host",
+        "env-host",
+        "env-host",
+        "flag-host",
+        "flag-host",
+    ),
     ("max_tool_rounds", "SINGULARITY_MAX_TOOL_ROUNDS", "3", 3, "4", 4, "5", 5),
     ("policy_sequence", "SINGULARITY_POLICY_SEQUENCE", "7", 7, "8", 8, "9", 9),
-    ("starting_balance", "SINGULARITY_STARTING_BALANCE_USD", '"1.50"', Decimal("1.50"),
-     "2.25", Decimal("2.25"), "3.125", Decimal("3.125")),
-    ("output_price", "BRAMA_OUTPUT_PRICE_USD_PER_MILLION", "0.5", Decimal("0.5"), "0.75",
-     Decimal("0.75"), "1", Decimal("1")),
+    (
+        "starting_balance",
+        "SINGULARITY_STARTING_BALANCE_USD",
+        '"1.50"',
+        Decimal("1.50"),
+        "2.25",
+        Decimal("2.25"),
+        "3.125",
+        Decimal("3.125"),
+    ),
+    (
+        "output_price",
+        "BRAMA_OUTPUT_PRICE_USD_PER_MILLION",
+        "0.5",
+        Decimal("0.5"),
+        "0.75",
+        Decimal("0.75"),
+        "1",
+        Decimal("1"),
+    ),
     ("temperature", "BRAMA_TEMPERATURE", "0.5", 0.5, "0.75", 0.75, "1.25", 1.25),
     ("cycle_interval_secs", "SINGULARITY_CYCLE_INTERVAL_SECS", "1", 1.0, "2.5", 2.5, "0", 0.0),
 ]
@@ -200,7 +232,10 @@ def test_raw_secrets_come_only_from_the_environment_and_empty_ones_are_ignored()
     settings = resolve(
         {}, environ={"WISENT_APP_AGENT_AUTH_SECRET": "hmac-value", "BRAMA_API_KEY": ""}
     )
-    assert dict(settings.raw_secrets) == {"WISENT_APP_AGENT_AUTH_SECRET": "hmac-value"}
+    assert set(settings.raw_secrets) == {"WISENT_APP_AGENT_AUTH_SECRET"}
+    secret = settings.raw_secrets["WISENT_APP_AGENT_AUTH_SECRET"]
+    assert getattr(secret, "value", secret) == "hmac-value"
+    assert "hmac-value" not in repr(settings)
 
 
 def test_environment_values_reproduce_the_settings() -> None:
@@ -311,8 +346,20 @@ def test_bool_variable_must_be_true_or_false(text: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "abc", "-1", "1.5", "1e3", " 7", "7 ", "1_000", "\u0663", "\uff17", "0x10",
-     "18446744073709551616"],
+    [
+        "",
+        "abc",
+        "-1",
+        "1.5",
+        "1e3",
+        " 7",
+        "7 ",
+        "1_000",
+        "\u0663",
+        "\uff17",
+        "0x10",
+        "18446744073709551616",
+    ],
 )
 def test_integer_variable_must_be_a_plain_unsigned_integer(text: str) -> None:
     message = _config_error(env={"SINGULARITY_POLICY_SEQUENCE": text})
@@ -332,8 +379,21 @@ def test_integer_flag_error_names_the_flag() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "ten", "NaN", "Infinity", "1_0", " 1", "1 ", "\u0661", "0x10", "1e2", "1.2.3",
-     "0.00000000000000000000000000001", "79228162514264337593543950336"],
+    [
+        "",
+        "ten",
+        "NaN",
+        "Infinity",
+        "1_0",
+        " 1",
+        "1 ",
+        "\u0661",
+        "0x10",
+        "1e2",
+        "1.2.3",
+        "0.00000000000000000000000000001",
+        "79228162514264337593543950336",
+    ],
 )
 def test_decimal_variable_must_be_a_plain_decimal(text: str) -> None:
     message = _config_error(env={"SINGULARITY_STARTING_BALANCE_USD": text})

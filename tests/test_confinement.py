@@ -11,10 +11,10 @@ import ast
 import ctypes
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -416,6 +416,42 @@ def test_symlinks_that_stay_inside_are_followed(
     assert (layout.ws / "real.txt").read_text() == "inside\n"
 
 
+def test_dotdot_in_targets_counts_levels_exactly(
+    layout: Layout, make_workspace: MakeWorkspace
+) -> None:
+    deep = layout.ws / "sub" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "up").symlink_to("../../../../real.txt")
+    (deep / "out").symlink_to("../../../../../outside/canary.txt")
+    (deep / "hop").symlink_to("../../b/./c/../c/up")
+    layout.link("via", "sub/a/b/c")
+    ws = make_workspace(layout.ws)
+    assert read(ws, "sub/a/b/c/up") == ok_read("sub/a/b/c/up", "inside\n")
+    assert read(ws, "sub/a/b/c/hop") == ok_read("sub/a/b/c/hop", "inside\n")
+    assert read(ws, "sub/a/b/c/out") == BOUNDARY
+    # Through `via` the lexical depth is 1 + 3; `..` climbs the directories really passed.
+    assert read(ws, "via/up") == ok_read("via/up", "inside\n")
+    assert read(ws, "via/out") == BOUNDARY
+
+
+@pytest.mark.timeout(60)
+def test_deep_paths_hold_few_descriptors(tmp_path: Path, make_workspace: MakeWorkspace) -> None:
+    """The walk holds only the current directory open, so depth cannot exhaust descriptors."""
+    ws = make_workspace(tmp_path)
+    path = "/".join(["d"] * 300) + "/f.txt"
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    in_use = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 16, hard))
+    try:
+        assert write(ws, path, "deep") == ok_write(path, 4)
+        (tmp_path.joinpath(*["d"] * 300) / "up").symlink_to("../" * 300 + "top")
+        (tmp_path / "top").write_text("top")
+        up = path.replace("f.txt", "up")
+        assert read(ws, up) == ok_read(up, "top")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_links_leaving_and_coming_back_are_refused(
     layout: Layout, make_workspace: MakeWorkspace
 ) -> None:
@@ -660,8 +696,13 @@ def test_workspace_must_exist_and_be_a_directory(tmp_path: Path) -> None:
 def test_forced_walk_and_auto_detection(tmp_path: Path) -> None:
     with Workspace(tmp_path, use_openat2=False) as walk:
         assert walk.uses_openat2 is False
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        available = confinement.openat2_available(fd)
+    finally:
+        os.close(fd)
     with Workspace(tmp_path) as auto:
-        assert auto.uses_openat2 is confinement.openat2_available(os.open(tmp_path, os.O_RDONLY))
+        assert auto.uses_openat2 is available
 
 
 def test_long_paths_fall_back_to_the_walk(tmp_path: Path, make_workspace: MakeWorkspace) -> None:
@@ -797,15 +838,3 @@ def test_the_static_check_catches_offenders() -> None:
         "open('x')\nos.open('x', 0)\nPath('x').write_text('y')\nshutil.copy('a', 'b')\n"
     )
     assert len(forbidden_io(source)) == 6
-
-
-def test_perf_budget_of_a_read(tmp_path: Path) -> None:
-    """Sanity: a confined read stays cheap (both resolvers under a millisecond on average)."""
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "b" / "c.txt").write_text("x")
-    for use in (False, None):
-        with Workspace(tmp_path, use_openat2=use) as ws:
-            start = time.perf_counter()
-            for _ in range(200):
-                assert read(ws, "a/b/c.txt")[0] == "success"
-            assert (time.perf_counter() - start) / 200 < 0.005

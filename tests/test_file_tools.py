@@ -334,7 +334,11 @@ def test_content_is_written_untrimmed(ws: Workspace, content: str) -> None:
 
 
 def test_write_creates_parents_and_modes(ws: Workspace) -> None:
-    assert write(ws, "a/b/c/new.txt", "x") == ("success", None, '{"bytes":1,"path":"a/b/c/new.txt"}')
+    assert write(ws, "a/b/c/new.txt", "x") == (
+        "success",
+        None,
+        '{"bytes":1,"path":"a/b/c/new.txt"}',
+    )
     for directory in ("a", "a/b", "a/b/c"):
         assert stat.S_IMODE(os.stat(root(ws) / directory).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(root(ws) / "a/b/c/new.txt").st_mode) == 0o600
@@ -364,7 +368,10 @@ def armed() -> Iterator[Callable[[str], None]]:
     [
         ("workspace.write=eio", "[Errno 5] Input/output error (failpoint workspace.write)"),
         ("workspace.fsync=eio", "[Errno 5] Input/output error (failpoint workspace.fsync)"),
-        ("workspace.rename=enospc", "[Errno 28] No space left on device (failpoint workspace.rename)"),
+        (
+            "workspace.rename=enospc",
+            "[Errno 28] No space left on device (failpoint workspace.rename)",
+        ),
     ],
 )
 def test_write_failure_leaves_old_content_and_no_temp(
@@ -389,5 +396,9 @@ def test_directory_sync_failure_is_reported(ws: Workspace, armed: Callable[[str]
 
 
 def test_path_result_is_the_trimmed_argument(ws: Workspace) -> None:
-    assert write(ws, "\u00a0 a//b/./c \n", "x") == ("success", None, '{"bytes":1,"path":"a//b/./c"}')
+    assert write(ws, "\u00a0 a//b/./c \n", "x") == (
+        "success",
+        None,
+        '{"bytes":1,"path":"a//b/./c"}',
+    )
     assert read(ws, " a/b/c") == ("success", None, '{"content":"x","path":"a/b/c"}')

@@ -72,7 +72,9 @@ def _secret(path: Path, data: bytes, mode: int) -> Path:
     return path
 
 
-def _check(files: Files, flags: dict[str, object], env: dict[str, str] | None = None) -> Credentials:
+def _check(
+    files: Files, flags: dict[str, object], env: dict[str, str] | None = None
+) -> Credentials:
     merged: dict[str, object | None] = {"workspace": str(files.workspace), **flags}
     return check_runtime(resolve(merged, environ=env or {}))
 
@@ -253,9 +255,12 @@ def test_step_7_release_files_unset(files: Files) -> None:
 
 
 def test_step_7_order_manifest_signature_trust_store(files: Files) -> None:
-    assert _failure(
-        files, _las(files, las_release_manifest_signature="x", las_release_trust_store="y")
-    ) == "configuration: LAS release manifest signature must be an absolute regular file"
+    assert (
+        _failure(
+            files, _las(files, las_release_manifest_signature="x", las_release_trust_store="y")
+        )
+        == "configuration: LAS release manifest signature must be an absolute regular file"
+    )
 
 
 @pytest.mark.parametrize("watermark", ["relative/watermark", ""])
@@ -356,7 +361,8 @@ def test_step_12_non_loopback_without_credential(files: Files, url: str) -> None
 
 def test_step_12_hmac_secret_file(files: Files) -> None:
     credentials = _check(
-        files, {"brama_url": "https://api.example.com/", "brama_secret_file": str(files.good_secret)}
+        files,
+        {"brama_url": "https://api.example.com/", "brama_secret_file": str(files.good_secret)},
     )
     assert credentials.brama_mode == "hmac"
     assert credentials.brama_secret == Secret("s3cret")
@@ -419,30 +425,50 @@ def _breakers(files: Files) -> list[tuple[dict[str, object], str]]:
     """For each step 1..14, flags that break only that step, and the step's message."""
     good_las = _las(files)
     return [
-        ({"stimulus": "nul\x00"},
-         "configuration: stimulus must be at most 65536 bytes and contain no NUL"),
-        ({"workspace": str(files.root / "missing-ws")},
-         "configuration: workspace: No such file or directory (os error 2)"),
+        (
+            {"stimulus": "nul\x00"},
+            "configuration: stimulus must be at most 65536 bytes and contain no NUL",
+        ),
+        (
+            {"workspace": str(files.root / "missing-ws")},
+            "configuration: workspace: No such file or directory (os error 2)",
+        ),
         ({"max_tool_rounds": "0"}, "configuration: max tool rounds must be positive"),
         ({"output_price": "-1"}, "configuration: prices and balance cannot be negative"),
-        ({"temperature": "2.5"},
-         "configuration: temperature must be finite and between zero and two"),
-        ({"las_entrypoint": str(files.root / "nope.mjs")},
-         f"configuration: LAS entrypoint not found: {files.root / 'nope.mjs'}"),
-        ({"las_entrypoint": str(files.entrypoint), "las_release_manifest": "rel"},
-         "configuration: LAS release manifest must be an absolute regular file"),
-        ({**good_las, "las_release_watermark": "rel"},
-         "configuration: LAS release watermark must be an absolute path"),
+        (
+            {"temperature": "2.5"},
+            "configuration: temperature must be finite and between zero and two",
+        ),
+        (
+            {"las_entrypoint": str(files.root / "nope.mjs")},
+            f"configuration: LAS entrypoint not found: {files.root / 'nope.mjs'}",
+        ),
+        (
+            {"las_entrypoint": str(files.entrypoint), "las_release_manifest": "rel"},
+            "configuration: LAS release manifest must be an absolute regular file",
+        ),
+        (
+            {**good_las, "las_release_watermark": "rel"},
+            "configuration: LAS release watermark must be an absolute path",
+        ),
         ({"host": "bad host"}, "configuration: host is not a valid immutable identifier"),
-        ({"code_digest": "F" * 64},
-         "configuration: code digest must be 64 lowercase hexadecimal characters"),
-        ({"brama_url": "gopher://example.com/"},
-         "configuration: BRAMA_BASE_URL must use http or https"),
-        ({"brama_secret_file": str(files.open_secret)},
-         f"secret file: {files.open_secret} must not be group/world accessible"),
+        (
+            {"code_digest": "F" * 64},
+            "configuration: code digest must be 64 lowercase hexadecimal characters",
+        ),
+        (
+            {"brama_url": "gopher://example.com/"},
+            "configuration: BRAMA_BASE_URL must use http or https",
+        ),
+        (
+            {"brama_secret_file": str(files.open_secret)},
+            f"secret file: {files.open_secret} must not be group/world accessible",
+        ),
         ({"most_url": "ws://example.com/"}, "configuration: MOST_BASE_URL must use http or https"),
-        ({"most_token_file": str(files.empty_secret)},
-         f"secret file: {files.empty_secret} is empty"),
+        (
+            {"most_token_file": str(files.empty_secret)},
+            f"secret file: {files.empty_secret} is empty",
+        ),
     ]
 
 

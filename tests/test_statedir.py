@@ -10,9 +10,11 @@ temp files of our own naming that are regular files we own.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import uuid
 from collections.abc import Iterator
@@ -158,35 +160,43 @@ def test_a_being_in_a_directory_owned_by_another_user_is_refused(tmp_path: Path)
     assert _tree(state_dir) == before
 
 
-def test_a_dropped_privilege_process_cannot_read_the_state(tmp_path: Path) -> None:
-    if not IS_ROOT:
-        pytest.skip("needs root to drop to nobody")
-    os.chmod(tmp_path, 0o755)
-    state_dir = tmp_path / "state"
-    _make_being(state_dir)
-    script = textwrap.dedent(
-        f"""
-        import os, sys
-        os.setgid({NOBODY}); os.setuid({NOBODY})
-        for name in ("", "/state.json", "/activity.jsonl"):
-            try:
-                with open({str(state_dir)!r} + name, "rb") as handle:
-                    handle.read()
-                print("readable", name)
-            except IsADirectoryError:
+@needs_root
+def test_a_dropped_privilege_process_cannot_read_the_state() -> None:
+    base = Path(tempfile.mkdtemp(prefix="singularity-nobody-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)  # reachable by nobody, unlike pytest's 0700 tmp_path
+        control = base / "control"
+        control.write_bytes(b"readable")
+        os.chmod(control, 0o644)
+        state_dir = base / "state"
+        _make_being(state_dir)
+        targets = [control, state_dir, state_dir / "state.json", state_dir / "activity.jsonl"]
+        script = textwrap.dedent(
+            f"""
+            import os
+            os.setgid({NOBODY}); os.setuid({NOBODY})
+            for path in {[str(path) for path in targets]!r}:
                 try:
-                    os.listdir({str(state_dir)!r})
-                    print("listable")
+                    if os.path.isdir(path):
+                        os.listdir(path)
+                    else:
+                        open(path, "rb").close()
+                    print("readable", path)
                 except PermissionError:
-                    pass
-            except PermissionError:
-                pass
-        """
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
-    )
-    assert result.stdout == ""
+                    print("denied", path)
+            """
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+        )
+        assert result.stdout.splitlines() == [
+            f"readable {control}",
+            f"denied {state_dir}",
+            f"denied {state_dir / 'state.json'}",
+            f"denied {state_dir / 'activity.jsonl'}",
+        ]
+    finally:
+        shutil.rmtree(base)
 
 
 # --- the lock --------------------------------------------------------------------------
@@ -292,7 +302,10 @@ def test_a_real_second_process_exits_4_while_we_hold_the_lock(tmp_path: Path) ->
     try:
         result = subprocess.run(
             [sys.executable, "-c", CONTENDER, str(state_dir)],
-            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
         )
     finally:
         being.close()
@@ -305,7 +318,10 @@ def test_the_lock_dies_with_a_killed_process(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     process = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(state_dir), "new"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         cwd=tmp_path,
     )
     assert process.stdout is not None
@@ -335,7 +351,9 @@ def test_a_symlink_planted_at_the_lock_path_is_refused_and_its_target_untouched(
     assert target.read_bytes() == b"do not touch"
     after = os.stat(target)
     assert (after.st_mode, after.st_size, after.st_mtime_ns) == (
-        target_before.st_mode, target_before.st_size, target_before.st_mtime_ns,
+        target_before.st_mode,
+        target_before.st_size,
+        target_before.st_mtime_ns,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from singularity.errors import ConfigurationError
 from singularity.money import parse_money
+from singularity.secrets import Secret
 from singularity.text import trim
 
 Kind = Literal["text", "int", "decimal", "number", "bool"]
@@ -341,7 +342,7 @@ class Settings:
     shutdown_grace_secs: float
     most_url: str
     most_token_file: str | None
-    raw_secrets: Mapping[str, str]
+    raw_secrets: Mapping[str, Secret]
     log_level: str
     failpoints: str
     config_file: str | None
@@ -460,7 +461,7 @@ def resolve(
     if isinstance(stimulus, str):
         stimulus = trim(stimulus)  # Unicode White_Space, as spec §2 defines trim
         values["stimulus"] = stimulus or None
-    values["raw_secrets"] = {name: env[name] for name in RAW_SECRET_ENVS if env.get(name)}
+    values["raw_secrets"] = {name: Secret(env[name]) for name in RAW_SECRET_ENVS if env.get(name)}
     values["log_level"] = env.get(LOG_ENV, "info")
     values["failpoints"] = env.get(FAILPOINT_ENV, "")
     values["config_file"] = file_path
@@ -471,3 +472,8 @@ def resolve(
 def finite(value: float) -> bool:
     """Whether a float is neither NaN nor infinite."""
     return math.isfinite(value)
+
+
+def inherited_environment() -> dict[str, str]:
+    """A copy of the process environment, for a child being to inherit (spec §14)."""
+    return dict(os.environ)

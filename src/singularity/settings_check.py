@@ -149,12 +149,12 @@ def brama_credentials(settings: Settings) -> tuple[AuthMode, Secret | None]:
         return "hmac", read_secret_file(settings.brama_secret_file)
     raw_hmac = settings.raw_secrets.get("WISENT_APP_AGENT_AUTH_SECRET")
     if raw_hmac:
-        return "hmac", Secret(raw_hmac)
+        return "hmac", raw_hmac
     if settings.brama_api_key_file is not None:
         return "bearer", read_secret_file(settings.brama_api_key_file)
     raw_key = settings.raw_secrets.get("BRAMA_API_KEY")
     if raw_key:
-        return "bearer", Secret(raw_key)
+        return "bearer", raw_key
     if is_loopback_url(settings.brama_url):
         return "none", None
     raise ConfigurationError(

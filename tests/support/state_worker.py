@@ -16,7 +16,7 @@ import sys
 from singularity.config import resolve
 from singularity.domain.records import ToolCall
 from singularity.runtime.being import open_being
-from singularity.runtime.catalogue import builtin_toolsets
+from singularity.runtime.catalogue import mind_toolsets
 from singularity.runtime.tool_call import execute_tool_call
 from singularity.tools.catalogue import Catalogue
 
@@ -35,7 +35,7 @@ async def hammer(state_dir: str, first: int) -> None:
     being = open_being(settings, resume=resume)
     being.state.status = "running"
     being.save()
-    catalogue = Catalogue(builtin_toolsets(being.state))
+    catalogue = Catalogue(mind_toolsets(being.state))
     print("ready", flush=True)
     index = first
     while True:

@@ -11,7 +11,7 @@ from rich.table import Table
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import console, print_json
 from singularity.errors import StateError
-from singularity.runtime.catalogue import builtin_catalogue
+from singularity.runtime.catalogue import builtin_definitions
 from singularity.runtime.summary import summarize
 from singularity.runtime.verify import verify_state_dir
 from singularity.storage.statedir import peek_state
@@ -100,7 +100,7 @@ def verify(state_dir: str) -> None:
 )
 def tools(output_format: str) -> None:
     """List the tools a being can call."""
-    definitions = builtin_catalogue().definitions
+    definitions = builtin_definitions()
     if output_format == "table":
         for definition in definitions:
             click.echo(f"{definition.name}\t{definition.description}")

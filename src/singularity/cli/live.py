@@ -17,6 +17,7 @@ from singularity.cli.output import print_json
 from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
 from singularity.errors import StateError
 from singularity.runtime.being import LiveBeing
+from singularity.runtime.hardening import make_non_dumpable
 from singularity.runtime.lifecycle import Runtime
 from singularity.storage.activity import Event
 
@@ -67,6 +68,7 @@ async def _live(
     max_cycles: int | None,
     log_format: str,
 ) -> None:
+    make_non_dumpable()
     settings = settings_from(params)
     document = _startup_import(import_file, settings.resume)
     watcher: Callable[[LiveBeing], Callable[[Event], None]] = (

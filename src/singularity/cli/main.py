@@ -8,6 +8,7 @@ import sys
 import click
 
 from singularity import __version__
+from singularity.cli.children import children
 from singularity.cli.doctor import doctor_command
 from singularity.cli.importing import import_command
 from singularity.cli.inspect import show, tools, verify
@@ -28,6 +29,7 @@ cli.add_command(verify)
 cli.add_command(tools)
 cli.add_command(import_command)
 cli.add_command(doctor_command)
+cli.add_command(children)
 
 
 def main() -> None:

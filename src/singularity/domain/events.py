@@ -102,3 +102,30 @@ def warning(at: str, cycle: int, message: str) -> Event:
 def stopped(at: str, cycle: int, status: str) -> Event:
     """The runtime shut down."""
     return {"type": "stopped", "at": at, "cycle": cycle, "status": status}
+
+
+def child_funded(
+    at: str, cycle: int, operation_id: str, child_id: str, amount: Decimal, record: dict[str, str]
+) -> Event:
+    """Funds moved from the parent to a new child (decision 17); `record` rebuilds its ChildRecord."""
+    return {
+        "type": "child_funded",
+        "at": at,
+        "cycle": cycle,
+        "operation_id": operation_id,
+        "child_id": child_id,
+        "amount": render_money(amount),
+        "record": record,
+    }
+
+
+def child_refunded(at: str, cycle: int, operation_id: str, child_id: str, amount: Decimal) -> Event:
+    """Funds of a child that never started came back to the parent."""
+    return {
+        "type": "child_refunded",
+        "at": at,
+        "cycle": cycle,
+        "operation_id": operation_id,
+        "child_id": child_id,
+        "amount": render_money(amount),
+    }

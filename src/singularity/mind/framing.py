@@ -9,15 +9,15 @@ FRAMING_ACTIONS = 10
 STIMULUS_PREFIX = "External observation for this cycle: "
 
 
-def framing_text(state: AgentState) -> str:
-    """The framing message for the state's current cycle number."""
+def framing_text(state: AgentState, cycle: int | None = None) -> str:
+    """The framing message of a cycle (by default the state's current one)."""
     budget = state.budget
     actions = ", ".join(
         f"{action.tool}:{action.status}"
         for action in reversed(state.recent_actions[-FRAMING_ACTIONS:])
     )
     return (
-        f"Begin autonomous cycle {state.cycle}. "
+        f"Begin autonomous cycle {state.cycle if cycle is None else cycle}. "
         f"Balance: {render_money(budget.remaining)} USD. "
         f"Earned: {render_money(budget.earned)} USD. "
         f"Net profit: {render_money(budget.net_profit)} USD. "

@@ -20,7 +20,7 @@ from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
-from singularity.storage import conversation_archive
+from singularity.storage import conversation_archive, funding
 from singularity.storage.activity import ActivityLog, Event
 from singularity.storage.statedir import STATE_FILE, StateDir
 from singularity.timestamps import Clock, now_text, system_clock
@@ -130,10 +130,14 @@ def open_being(
         statedir.close()
         raise
     if state is None:
+        try:
+            grant = funding.claim(statedir.fd)
+        except BaseException:
+            activity.close()
+            statedir.close()
+            raise
+        starting = grant.amount if grant is not None else settings.starting_balance
         state = AgentState.new(
-            identity_from(settings),
-            settings.brama_model,
-            settings.starting_balance,
-            now_text(clock),
+            identity_from(settings), settings.brama_model, starting, now_text(clock)
         )
     return LiveBeing(statedir, activity, state, created=not exists, clock=clock)

@@ -28,9 +28,6 @@ from singularity.tools.catalogue import Catalogue
 
 CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "cancelled"]
 ROUND_LIMIT_WARNING = "maximum tool rounds reached"
-# Room left for the framing and stimulus messages when checking, before a cycle starts,
-# that its first model call is affordable.
-FRAMING_ALLOWANCE_BYTES = 70_000
 
 
 class Completion(Protocol):
@@ -129,9 +126,20 @@ def _reservation(
     )
 
 
+def opening_messages(life: Life, cycle: int) -> list[ChatMessage]:
+    """The framing message of a cycle, and the stimulus on the being's first cycle."""
+    state = life.being.state
+    messages: list[ChatMessage] = [{"role": "user", "content": framing_text(state, cycle)}]
+    if cycle == 1 and life.limits.stimulus:
+        messages.append({"role": "user", "content": stimulus_text(life.limits.stimulus)})
+    return messages
+
+
 def can_afford_cycle(life: Life) -> bool:
     """Whether the being is solvent and can cover the worst case of a new cycle's first call."""
-    reservation = _reservation(life, request_messages(life), FRAMING_ALLOWANCE_BYTES)
+    opening = opening_messages(life, life.being.state.cycle + 1)
+    extra = len(compact(opening).encode("utf-8", "surrogatepass"))
+    reservation = _reservation(life, request_messages(life), extra)
     return ledger.can_cover(life.being.state.budget, reservation)
 
 
@@ -147,9 +155,7 @@ async def live_cycle(life: Life) -> CycleReport:
         return life.report("budget_exhausted", [], None)
     state.cycle += 1
     being.journal(events.cycle_started(being.now(), state.cycle))
-    state.conversation.append({"role": "user", "content": framing_text(state)})
-    if state.cycle == 1 and life.limits.stimulus:
-        state.conversation.append({"role": "user", "content": stimulus_text(life.limits.stimulus)})
+    state.conversation.extend(opening_messages(life, state.cycle))
     being.save()
     actions: list[str] = []
     tools = life.catalogue.definitions

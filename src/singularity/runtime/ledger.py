@@ -6,6 +6,12 @@ cannot cover it the call is not made. After the call the actual cost is journale
 budget remembers the newest operation it applied. At boot, `reconcile` applies
 journaled debits the saved budget missed and charges reservations whose call never
 reported back, so a crash can neither lose nor double a debit.
+
+Every charge is rounded (half-even) to a picodollar. Unrounded, an instance cost is a
+28-digit fraction (elapsed time over 3.6e12 ns) and subtracting it from `remaining` rounds
+differently from adding it to `instance_spent`, so `starting + earned − spent == remaining`
+drifted by 1e-27 within a few calls; rounded charges keep every sum exact for balances up
+to 1e15 USD.
 """
 
 from __future__ import annotations
@@ -17,12 +23,15 @@ from decimal import Decimal
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.budget import Budget
-from singularity.money import ZERO, add, div, mul, parse_money, sub
+from singularity.money import MONEY_CONTEXT, ZERO, add, div, mul, parse_money, sub
 from singularity.runtime.being import LiveBeing
 from singularity.storage.activity import Event
 
 MILLION = Decimal(1_000_000)
+# Journal events that change the budget, each carrying an operation id (decisions 16, 17).
+LEDGER_ENTRIES = ("cost_debited", "child_funded", "child_refunded")
 NANOS_PER_HOUR = Decimal(3_600_000_000_000)
+CHARGE_QUANTUM = Decimal("1e-12")
 
 
 @dataclass(frozen=True)
@@ -56,13 +65,20 @@ class Charge:
 def price(
     prices: Prices, prompt_tokens: int, completion_tokens: int, elapsed_ns: int
 ) -> Charge:
-    """The exact cost of a completion (spec §8.2)."""
+    """The cost of a completion (spec §8.2), each part rounded to a picodollar."""
     api = add(
         div(mul(Decimal(prompt_tokens), prices.input_per_million), MILLION),
         div(mul(Decimal(completion_tokens), prices.output_per_million), MILLION),
     )
     instance = div(mul(Decimal(elapsed_ns), prices.instance_per_hour), NANOS_PER_HOUR)
-    return Charge(api, instance, prompt_tokens + completion_tokens)
+    return Charge(_rounded(api), _rounded(instance), prompt_tokens + completion_tokens)
+
+
+def _rounded(amount: Decimal) -> Decimal:
+    """The amount to a picodollar; amounts too large to hold that many places stay as they are."""
+    if amount.adjusted() + 1 - CHARGE_QUANTUM.as_tuple().exponent > MONEY_CONTEXT.prec:
+        return amount
+    return amount.quantize(CHARGE_QUANTUM, context=MONEY_CONTEXT)
 
 
 def worst_case(prices: Prices, prompt_bytes: int, max_tokens: int, timeout_secs: float) -> Charge:
@@ -125,6 +141,25 @@ def debit(being: LiveBeing, operation_id: str, charge: Charge) -> Charge:
     return charged
 
 
+def apply_funding(budget: Budget, operation_id: str, amount: Decimal) -> None:
+    """Move funds from the budget to a child (decision 17)."""
+    budget.remaining = sub(budget.remaining, amount)
+    budget.children_funded = add(budget.children_funded, amount)
+    budget.last_operation = operation_id
+
+
+def apply_entry(budget: Budget, event: Event) -> None:
+    """Apply one journaled ledger entry (a debit, a funding or a refund) to the budget."""
+    operation = str(event["operation_id"])
+    kind = event["type"]
+    if kind == "cost_debited":
+        apply_debit(budget, operation, _charge_of(event))
+    elif kind == "child_funded":
+        apply_funding(budget, operation, parse_money(event["amount"]))
+    elif kind == "child_refunded":
+        apply_funding(budget, operation, -parse_money(event["amount"]))
+
+
 def _charge_of(event: Event) -> Charge:
     return Charge(
         parse_money(event.get("api", event.get("amount"))),
@@ -139,7 +174,7 @@ def unsettled(budget: Budget, journal: list[Event]) -> tuple[list[Event], list[E
     if budget.last_operation is not None:
         for index, event in enumerate(journal):
             if (
-                event.get("type") == "cost_debited"
+                event.get("type") in LEDGER_ENTRIES
                 and event.get("operation_id") == budget.last_operation
             ):
                 start = index + 1
@@ -157,7 +192,7 @@ def unsettled(budget: Budget, journal: list[Event]) -> tuple[list[Event], list[E
             pending[operation] = event
         elif kind == "cost_released":
             pending.pop(operation, None)
-        elif kind == "cost_debited":
+        elif kind in LEDGER_ENTRIES:
             pending.pop(operation, None)
             missed.append(event)
     return missed, list(pending.values())
@@ -168,7 +203,7 @@ def reconcile(being: LiveBeing, journal: list[Event]) -> int:
     budget = being.state.budget
     missed, orphans = unsettled(budget, journal)
     for event in missed:
-        apply_debit(budget, str(event["operation_id"]), _charge_of(event))
+        apply_entry(budget, event)
     for reservation in orphans:
         # The call's outcome is unknown: it may have been billed, so its reservation is charged.
         debit(being, str(reservation["operation_id"]), _charge_of(reservation))

@@ -21,6 +21,7 @@ from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
+from singularity.runtime.children import settle_unstarted_children, spawn_child_tools
 from singularity.storage.activity import Event
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.import_service import ImportService, socket_path
@@ -47,12 +48,15 @@ def gateway_auth(credentials: Credentials) -> Auth:
     return Auth.none()
 
 
-def builtin_toolsets(being: LiveBeing, gateway: BramaClient, workspace: Workspace) -> list[Toolset]:
+def builtin_toolsets(
+    being: LiveBeing, settings: Settings, gateway: BramaClient, workspace: Workspace
+) -> list[Toolset]:
     """The built-ins in catalogue order (spec §10.1)."""
     state = being.state
     return [
         memory_and_self_tools(state, being.clock),
         switch_model_tools(state, gateway.models),
+        spawn_child_tools(being, settings),
         FunctionToolset(file_tools(workspace)),
     ]
 
@@ -90,7 +94,10 @@ class Runtime:
         try:
             applied = ledger.reconcile(being, being.activity.events_at_open)
             if applied:
-                log.warning("applied %d journaled debit(s) the saved budget missed", applied)
+                log.warning("applied %d journaled ledger entries the saved budget missed", applied)
+            refunded = settle_unstarted_children(being, settings)
+            if refunded:
+                log.warning("took back the funding of %d child(ren) that never started", refunded)
             report = None
             if startup_import is not None:
                 report = merge(being.state, startup_import, being.now())
@@ -111,7 +118,7 @@ class Runtime:
                 temperature=settings.temperature,
             )
             toolsets = list(extra_toolsets(being)) if extra_toolsets else []
-            toolsets += builtin_toolsets(being, gateway, workspace)
+            toolsets += builtin_toolsets(being, settings, gateway, workspace)
             catalogue = Catalogue(toolsets)
         except BaseException:
             being.close()

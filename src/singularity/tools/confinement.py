@@ -166,6 +166,16 @@ def _open_step(dir_fd: int, name: str, last: bool) -> int | str:
     raise failure
 
 
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def _replace_fd(old: int, new: int) -> int:
+    os.close(old)
+    return new
+
+
 class Workspace:
     """The canonical workspace root, held open; every file tool resolves through it."""
 
@@ -241,8 +251,13 @@ class Workspace:
         raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
 
     def _walk(self, parts: Sequence[str], *, final: bool, create: bool) -> int:
-        """Resolve one component at a time; `final` opens the last one as a file to read."""
-        stack = [os.dup(self._root_fd)]
+        """Resolve one component at a time; `final` opens the last one as a file to read.
+
+        Only the current directory is held open; each level's identity is remembered so
+        that `..` (from a symlink target) returns to exactly the directory we came through.
+        """
+        fd = os.dup(self._root_fd)
+        levels = [_identity(fd)]
         # (name, may be created): components named by a symlink's target are never created.
         pending = [(part, create) for part in reversed(parts)]
         links = 0
@@ -252,24 +267,29 @@ class Workspace:
                 if name in ("", "."):
                     continue
                 if name == "..":
-                    if len(stack) == 1:
+                    if len(levels) == 1:
                         raise WorkspaceEscape()
-                    os.close(stack.pop())
+                    fd = _replace_fd(fd, os.open("..", DIR_FLAGS, dir_fd=fd))
+                    levels.pop()
+                    if _identity(fd) != levels[-1]:
+                        # The directory was moved meanwhile; the kernel answers EAGAIN too.
+                        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
                     continue
                 last = final and not pending
                 try:
-                    opened = _open_step(stack[-1], name, last)
+                    opened = _open_step(fd, name, last)
                 except FileNotFoundError:
                     if not creatable or last:
                         raise
                     with contextlib.suppress(FileExistsError):
-                        os.mkdir(name, DIR_MODE, dir_fd=stack[-1])
+                        os.mkdir(name, DIR_MODE, dir_fd=fd)
                     pending.append((name, False))
                     continue
                 if isinstance(opened, int):
                     if last:
                         return opened
-                    stack.append(opened)
+                    fd = _replace_fd(fd, opened)
+                    levels.append(_identity(fd))
                     continue
                 links += 1
                 if links > MAX_LINKS:
@@ -277,9 +297,10 @@ class Workspace:
                 if opened.startswith("/"):
                     raise WorkspaceEscape()
                 pending.extend((piece, False) for piece in reversed(opened.split("/")))
-            return stack.pop()
+            result, fd = fd, -1
+            return result
         finally:
-            for fd in stack:
+            if fd >= 0:
                 os.close(fd)
 
     def remove_stale_temps(self) -> int:

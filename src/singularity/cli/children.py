@@ -1,0 +1,40 @@
+"""`singularity children`: the family tree of a being."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.tree import Tree
+
+from singularity.cli.options import settings_from, state_options
+from singularity.cli.output import console, print_json
+from singularity.runtime.family import family_tree
+
+
+@click.command()
+@state_options
+@click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
+def children(as_json: bool, **params: Any) -> None:
+    """Show a being's children and theirs: status, balance, cycle, whether alive."""
+    settings = settings_from(params)
+    tree = family_tree(settings.state_dir)
+    if as_json:
+        print_json(tree)
+        return
+    root = Tree(escape(settings.state_dir))
+    _add(root, tree)
+    console().print(root)
+
+
+def _add(parent: Tree, entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        alive = "alive" if entry["alive"] else "not running"
+        details = f"{entry['status']}, {alive}"
+        if "balance_usd" in entry:
+            details += f", balance {entry['balance_usd']} USD, cycle {entry['cycle']}"
+        node = parent.add(
+            f"[bold]{escape(entry['name'])}[/bold] ({escape(entry['ticker'])}) {details}"
+        )
+        _add(node, entry.get("children", []))

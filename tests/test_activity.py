@@ -1,0 +1,332 @@
+"""`activity.jsonl` (spec §5.5; decision 13).
+
+Contract: one compact JSON object per line (`type` first, then the event's fields in
+the spec's order, non-ASCII not escaped, `\\n`-terminated), appended and fsynced; at
+open a torn last line is cut off and reported, while a bad line followed by good ones
+refuses with `state: activity.jsonl is corrupt at line N` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from singularity.domain import events
+from singularity.errors import FatalIoError, StateError
+from singularity.storage import fsio
+from singularity.storage.activity import ActivityLog, read_events, scan
+
+AT = "2026-01-02T03:04:05.123Z"
+
+# Every builder of domain/events.py with the exact line it must produce.
+LINES: list[tuple[events.Event, bytes]] = [
+    (events.started(AT), b'{"type":"started","at":"2026-01-02T03:04:05.123Z"}\n'),
+    (
+        events.cycle_started(AT, 7),
+        b'{"type":"cycle_started","at":"2026-01-02T03:04:05.123Z","cycle":7}\n',
+    ),
+    (
+        events.model_completed(AT, 7, 120, 30),
+        b'{"type":"model_completed","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}\n',
+    ),
+    (
+        events.cost_reserved(
+            AT, 7, "op-1", Decimal("0.00125"), Decimal("0.0000027777777777777777777778")
+        ),
+        b'{"type":"cost_reserved","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"operation_id":"op-1","api":"0.00125","instance":"0.0000027777777777777777777778"}\n',
+    ),
+    (
+        events.cost_released(AT, 7, "op-1"),
+        b'{"type":"cost_released","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"operation_id":"op-1"}\n',
+    ),
+    (
+        events.cost_debited(AT, 7, "op-1", Decimal("0.001"), Decimal("0.0000001"), 150),
+        b'{"type":"cost_debited","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"amount":"0.0010001","operation_id":"op-1","api":"0.001","instance":"0.0000001",'
+        b'"tokens":150}\n',
+    ),
+    (
+        events.cost_debited(AT, 8, "op-2", Decimal(0), Decimal(0), 0),
+        b'{"type":"cost_debited","at":"2026-01-02T03:04:05.123Z","cycle":8,'
+        b'"amount":"0","operation_id":"op-2","api":"0","instance":"0","tokens":0}\n',
+    ),
+    (
+        events.tool_finished(AT, 7, "singularity_file_read", "indeterminate"),
+        b'{"type":"tool_finished","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"tool":"singularity_file_read","status":"indeterminate"}\n',
+    ),
+    (
+        events.revenue_credited(AT, 7, Decimal("12.50"), "finance_receive"),
+        b'{"type":"revenue_credited","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"amount":"12.50","source":"finance_receive"}\n',
+    ),
+    (
+        events.mind_imported(AT, "chat", "src-\u017c", 3, 1, 2),
+        '{"type":"mind_imported","at":"2026-01-02T03:04:05.123Z","source_kind":"chat",'
+        '"source_id":"src-\u017c","imported":3,"attributed":1,"unchanged":2}\n'.encode(),
+    ),
+    (
+        events.warning(AT, 7, 'round limit "8" reached \u2014 za\u017c\u00f3\u0142\u0107\nnext'),
+        (
+            '{"type":"warning","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+            '"message":"round limit \\"8\\" reached \u2014 '
+            'za\u017c\u00f3\u0142\u0107\\nnext"}\n'
+        ).encode(),
+    ),
+    (
+        events.stopped(AT, 9, "exhausted"),
+        b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"exhausted"}\n',
+    ),
+    (
+        events.stopped(AT, 9, "failed"),
+        b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
+    ),
+]
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir(mode=0o700)
+    return path
+
+
+@pytest.fixture
+def dir_fd(state_dir: Path) -> Iterator[int]:
+    fd = fsio.open_dir(state_dir)
+    yield fd
+    os.close(fd)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _journal(*records: bytes) -> bytes:
+    return b"".join(records)
+
+
+SAMPLE = [line for _, line in LINES[:5]]
+
+
+# --- line format -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("event", "line"), LINES, ids=[line[9:30].decode() for _, line in LINES])
+def test_each_event_is_written_as_its_exact_line(
+    state_dir: Path, dir_fd: int, event: events.Event, line: bytes
+) -> None:
+    log = ActivityLog.open(dir_fd)
+    log.append(event)
+    log.close()
+    assert (state_dir / "activity.jsonl").read_bytes() == line
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    assert line.startswith(b'{"type":"')
+
+
+def test_every_builder_in_events_is_covered() -> None:
+    builders = {
+        name
+        for name, value in vars(events).items()
+        if callable(value) and getattr(value, "__module__", "") == events.__name__
+    }
+    covered = {event["type"] for event, _ in LINES}
+    assert builders == covered
+
+
+def test_spec_field_order_of_the_baseline_events() -> None:
+    spec = {
+        "started": ["at"],
+        "cycle_started": ["at", "cycle"],
+        "model_completed": ["at", "cycle", "usage"],
+        "cost_debited": ["at", "cycle", "amount"],
+        "tool_finished": ["at", "cycle", "tool", "status"],
+        "revenue_credited": ["at", "cycle", "amount", "source"],
+        "mind_imported": [
+            "at",
+            "source_kind",
+            "source_id",
+            "imported",
+            "attributed",
+            "unchanged",
+        ],
+        "warning": ["at", "cycle", "message"],
+        "stopped": ["at", "cycle", "status"],
+    }
+    for event, _ in LINES:
+        fields = spec.get(event["type"])
+        if fields is not None:
+            keys = list(event)
+            assert keys[0] == "type"
+            assert keys[1 : 1 + len(fields)] == fields  # extensions only after the spec's
+
+
+def test_appends_accumulate_and_the_file_is_0600(state_dir: Path, dir_fd: int) -> None:
+    os.umask(0o000)
+    log = ActivityLog.open(dir_fd)
+    for event, _ in LINES:
+        log.append(event)
+    log.close()
+    path = state_dir / "activity.jsonl"
+    assert path.read_bytes() == b"".join(line for _, line in LINES)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    reopened = ActivityLog.open(dir_fd)
+    assert reopened.events_at_open == [event for event, _ in LINES]
+    assert reopened.repaired_bytes == 0
+    reopened.close()
+
+
+def test_open_tightens_an_existing_journal_to_0600(state_dir: Path, dir_fd: int) -> None:
+    path = state_dir / "activity.jsonl"
+    path.write_bytes(SAMPLE[0])
+    os.chmod(path, 0o644)
+    ActivityLog.open(dir_fd).close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_symlinked_journal_is_refused_and_its_target_untouched(
+    tmp_path: Path, state_dir: Path, dir_fd: int
+) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(b"keep")
+    (state_dir / "activity.jsonl").symlink_to(target)
+    with pytest.raises(FatalIoError) as caught:
+        ActivityLog.open(dir_fd)
+    assert caught.value.exit_code == 4
+    assert target.read_bytes() == b"keep"
+
+
+# --- torn tail -------------------------------------------------------------------------
+
+
+def test_truncation_at_every_offset_of_the_last_record_is_repaired(
+    state_dir: Path, dir_fd: int
+) -> None:
+    complete = _journal(*SAMPLE[:-1])
+    last = SAMPLE[-1]
+    path = state_dir / "activity.jsonl"
+    expected_events = scan(complete).events
+    assert len(expected_events) == len(SAMPLE) - 1
+    fds = _open_fds()
+    for cut in range(len(last)):  # 0 .. everything but the final newline
+        path.write_bytes(complete + last[:cut])
+        log = ActivityLog.open(dir_fd)
+        assert log.repaired_bytes == cut, cut
+        assert log.events_at_open == expected_events, cut
+        assert path.read_bytes() == complete, cut
+        log.append(events.started(AT))  # the next append starts on a clean line
+        log.close()
+        assert path.read_bytes() == complete + LINES[0][1], cut
+    assert _open_fds() == fds
+
+
+def test_a_complete_last_record_is_not_repaired(state_dir: Path, dir_fd: int) -> None:
+    data = _journal(*SAMPLE)
+    (state_dir / "activity.jsonl").write_bytes(data)
+    log = ActivityLog.open(dir_fd)
+    log.close()
+    assert log.repaired_bytes == 0
+    assert len(log.events_at_open) == len(SAMPLE)
+    assert (state_dir / "activity.jsonl").read_bytes() == data
+
+
+def test_read_events_ignores_a_torn_tail_without_changing_the_file(
+    state_dir: Path, dir_fd: int
+) -> None:
+    data = _journal(*SAMPLE) + SAMPLE[0][:10]
+    (state_dir / "activity.jsonl").write_bytes(data)
+    assert len(read_events(dir_fd)) == len(SAMPLE)
+    assert (state_dir / "activity.jsonl").read_bytes() == data
+
+
+def test_missing_journal_reads_as_empty_and_opens_as_a_new_file(
+    state_dir: Path, dir_fd: int
+) -> None:
+    assert read_events(dir_fd) == []
+    log = ActivityLog.open(dir_fd)
+    log.close()
+    assert log.events_at_open == [] and log.repaired_bytes == 0
+    assert (state_dir / "activity.jsonl").read_bytes() == b""
+
+
+# --- corruption ------------------------------------------------------------------------
+
+
+def test_a_flipped_byte_anywhere_in_a_middle_record_refuses_and_changes_nothing(
+    state_dir: Path, dir_fd: int
+) -> None:
+    path = state_dir / "activity.jsonl"
+    middle = 2  # line 3 of 5
+    start = sum(len(line) for line in SAMPLE[:middle])
+    good = _journal(*SAMPLE)
+    fds = _open_fds()
+    for offset in range(start, start + len(SAMPLE[middle])):
+        damaged = bytearray(good)
+        damaged[offset] ^= 0x80  # never valid UTF-8 where it lands: never valid JSON
+        path.write_bytes(bytes(damaged))
+        os.chmod(path, 0o600)
+        before = os.stat(path)
+        with pytest.raises(StateError) as caught:
+            ActivityLog.open(dir_fd)
+        assert str(caught.value) == "state: activity.jsonl is corrupt at line 3", offset
+        assert caught.value.exit_code == 4
+        assert path.read_bytes() == bytes(damaged), offset
+        after = os.stat(path)
+        assert (after.st_size, after.st_mtime_ns, after.st_mode) == (
+            before.st_size,
+            before.st_mtime_ns,
+            before.st_mode,
+        )
+    assert _open_fds() == fds  # a refused open does not leak its descriptor
+
+
+@pytest.mark.parametrize(
+    ("bad", "line"),
+    [
+        (b"\n", 2),
+        (b"not json\n", 2),
+        (b"[1,2]\n", 2),
+        (b'{"no_type":1}\n', 2),
+        (b'{"type":7}\n', 2),
+        (b'"started"\n', 2),
+    ],
+)
+def test_other_bad_lines_followed_by_good_ones_are_corruption(
+    state_dir: Path, dir_fd: int, bad: bytes, line: int
+) -> None:
+    data = SAMPLE[0] + bad + SAMPLE[1]
+    (state_dir / "activity.jsonl").write_bytes(data)
+    with pytest.raises(StateError) as caught:
+        ActivityLog.open(dir_fd)
+    assert str(caught.value) == f"state: activity.jsonl is corrupt at line {line}"
+    assert (state_dir / "activity.jsonl").read_bytes() == data
+
+
+def test_corrupt_first_line(state_dir: Path, dir_fd: int) -> None:
+    data = b"{garbage\n" + SAMPLE[0]
+    (state_dir / "activity.jsonl").write_bytes(data)
+    with pytest.raises(StateError) as caught:
+        ActivityLog.open(dir_fd)
+    assert str(caught.value) == "state: activity.jsonl is corrupt at line 1"
+
+
+def test_scan_reports_the_good_prefix() -> None:
+    data = _journal(*SAMPLE) + b'{"type":"sta'
+    found = scan(data)
+    assert found.good_length == len(data) - len(b'{"type":"sta')
+    assert found.torn_bytes == len(b'{"type":"sta')
+    assert [event["type"] for event in found.events] == [
+        "started",
+        "cycle_started",
+        "model_completed",
+        "cost_reserved",
+        "cost_released",
+    ]
