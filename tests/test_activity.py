@@ -86,6 +86,18 @@ LINES: list[tuple[events.Event, bytes]] = [
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"exhausted"}\n',
     ),
     (
+        events.child_funded(
+            AT, 7, "op-3", "c-1", Decimal("2.50"), {"id": "c-1", "name": "K\u00ed"}
+        ),
+        '{"type":"child_funded","at":"2026-01-02T03:04:05.123Z","cycle":7,"operation_id":"op-3",'
+        '"child_id":"c-1","amount":"2.50","record":{"id":"c-1","name":"K\u00ed"}}\n'.encode(),
+    ),
+    (
+        events.child_refunded(AT, 7, "op-3", "c-1", Decimal("2.50")),
+        b'{"type":"child_refunded","at":"2026-01-02T03:04:05.123Z","cycle":7,"operation_id":"op-3",'
+        b'"child_id":"c-1","amount":"2.50"}\n',
+    ),
+    (
         events.stopped(AT, 9, "failed"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
     ),

@@ -1,9 +1,10 @@
 """SIGKILL during workspace writes: every target holds its old or its new content.
 
-A real subprocess (`tests/support/file_crash_worker.py`) writes a stream of files and
-logs each write's start and end; the test kills it at random moments (and, separately,
-at each named failpoint of the I/O seam), then checks every target against the log by
-checksum and runs the boot cleanup, after which no temp file may remain.
+A real subprocess (`tests/support/file_crash_worker.py`) forks writers that stream
+writes and log each one's start and end; the test SIGKILLs each writer at a random
+moment (and, separately, at each named failpoint of the I/O seam), then checks every
+target against the log by checksum and runs the boot cleanup, after which no temp file
+may remain.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import hashlib
 import importlib.util
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -23,6 +26,8 @@ import pytest
 from singularity.tools.confinement import Workspace
 
 WORKER = Path(__file__).resolve().parent / "support" / "file_crash_worker.py"
+KILLS = 200
+SLOW_KILLS = 2000
 
 
 def _load_worker() -> ModuleType:
@@ -36,8 +41,6 @@ def _load_worker() -> ModuleType:
 _worker = _load_worker()
 FILES: tuple[str, ...] = _worker.FILES
 content = _worker.content
-KILLS = 100
-SLOW_KILLS = 1000
 
 
 def digest(data: bytes | None) -> str | None:
@@ -86,13 +89,6 @@ class Ledger:
             handle.write(f"D {index} {version}\n")
 
 
-def read_target(workspace: Path, name: str) -> bytes | None:
-    try:
-        return (workspace / name).read_bytes()
-    except FileNotFoundError:
-        return None
-
-
 def temp_files(workspace: Path) -> list[str]:
     return [
         os.path.join(directory, name)
@@ -107,7 +103,8 @@ def verify_and_boot(workspace: Path, ledger: Ledger) -> int:
     ledger.load()
     for index, name in enumerate(FILES):
         options = ledger.allowed(index)
-        actual = digest(read_target(workspace, name))
+        target = workspace / name
+        actual = digest(target.read_bytes() if target.exists() else None)
         assert actual in options, f"{name} holds neither its old nor its new content"
         version = options[actual]
         if version is not None and version != ledger.done.get(index):
@@ -119,49 +116,69 @@ def verify_and_boot(workspace: Path, ledger: Ledger) -> int:
     return found
 
 
-def run_worker(workspace: Path, log: Path, seed: int, *extra: str) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), str(workspace), str(log), str(seed), *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    assert process.stdout.readline() == b"ready\n"
-    return process
+class Server:
+    """The worker subprocess; each `start` forks a writer and returns its pid."""
+
+    def __init__(self, workspace: Path, log: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER), str(workspace), str(log)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def start(self, seed: int, mode: str = "auto", failpoints: str = "-") -> int:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{seed} {mode} {failpoints}\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+    def exit_code(self) -> int:
+        assert self.process.stdout is not None
+        return int(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
 
 
-def finish(process: subprocess.Popen[bytes]) -> None:
-    _, stderr = process.communicate(timeout=30)
-    assert process.returncode == -9, stderr.decode()
-
-
-def kill_loop(tmp_path: Path, kills: int) -> None:
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[tuple[Path, Ledger, Server]]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     ledger = Ledger(tmp_path / "log")
+    server = Server(workspace, ledger.log)
+    yield workspace, ledger, server
+    server.close()
+
+
+def kill_loop(workspace: Path, ledger: Ledger, server: Server, kills: int) -> None:
     rng = random.Random(20260824)
-    temps_seen = 0
+    temps_seen = mid_write = 0
     for round_number in range(1, kills + 1):
-        extra = ("--walk",) if round_number % 2 else ()
-        process = run_worker(workspace, ledger.log, round_number, *extra)
+        pid = server.start(round_number, "walk" if round_number % 2 else "auto")
         time.sleep(rng.uniform(0.0, 0.03))
-        process.kill()
-        finish(process)
+        os.kill(pid, signal.SIGKILL)
+        assert server.exit_code() == -signal.SIGKILL, "the writer stopped before it was killed"
+        ledger.load()
+        mid_write += ledger.in_flight is not None
         temps_seen += verify_and_boot(workspace, ledger)
     ledger.load()
-    assert ledger.writes > kills // 2, "the worker barely wrote anything before each kill"
-    print(f"{kills} kills, {ledger.writes} completed writes, {temps_seen} temps cleaned")
+    print(f"{kills} kills, {mid_write} mid-write, {ledger.writes} writes, {temps_seen} temps")
+    # The kills must really land inside writes, and the stream must make progress.
+    assert mid_write > kills // 2
+    assert ledger.writes > kills // 4
 
 
 @pytest.mark.timeout(300)
-def test_random_kills_leave_old_or_new_content(tmp_path: Path) -> None:
-    kill_loop(tmp_path, KILLS)
+def test_random_kills_leave_old_or_new_content(setup: tuple[Path, Ledger, Server]) -> None:
+    kill_loop(*setup, KILLS)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3000)
-def test_random_kills_leave_old_or_new_content_long(tmp_path: Path) -> None:
-    kill_loop(tmp_path, SLOW_KILLS)
+def test_random_kills_leave_old_or_new_content_long(setup: tuple[Path, Ledger, Server]) -> None:
+    kill_loop(*setup, SLOW_KILLS)
 
 
 @pytest.mark.timeout(120)
@@ -174,14 +191,35 @@ def test_random_kills_leave_old_or_new_content_long(tmp_path: Path) -> None:
         ("workspace.dirsync", False),
     ],
 )
-def test_kill_at_each_failpoint(tmp_path: Path, point: str, temp_left: bool) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    ledger = Ledger(tmp_path / "log")
+def test_kill_at_each_failpoint(
+    setup: tuple[Path, Ledger, Server], point: str, temp_left: bool
+) -> None:
+    workspace, ledger, server = setup
     for hit in (1, 2, 5, 9):
-        process = run_worker(workspace, ledger.log, hit, "--failpoints", f"{point}=kill@{hit}")
-        finish(process)
+        server.start(hit, "auto", f"{point}=kill@{hit}")
+        assert server.exit_code() == -signal.SIGKILL
         ledger.load()
         assert ledger.in_flight is not None
         assert len(temp_files(workspace)) == (1 if temp_left else 0)
         verify_and_boot(workspace, ledger)
+
+
+def test_a_fresh_interpreter_is_killed_mid_stream(tmp_path: Path) -> None:
+    """One end-to-end kill of a whole interpreter, not a forked writer."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    ledger = Ledger(tmp_path / "log")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[3]); import file_crash_worker as w; "
+        "w.write_forever(sys.argv[1], sys.argv[2], 7, False)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, str(workspace), str(ledger.log), str(WORKER.parent)]
+    )
+    deadline = time.monotonic() + 30
+    while ledger.writes < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+        ledger.load()
+    process.kill()
+    assert process.wait() == -signal.SIGKILL
+    verify_and_boot(workspace, ledger)

@@ -546,6 +546,16 @@ def test_import_up_to_exactly_1000_memories(state_dir: Path, tmp_path: Path) -> 
     assert len(state.mind.memories) == 1000
 
 
+def test_one_past_the_limit_is_rejected(state_dir: Path) -> None:
+    state = _load(state_dir)
+    state.mind.memories = [entry(i) for i in range(999)]
+    before = state.model_dump_json()
+    report = merge(state, parse_import(encode(document(memories=items(2)))), IMPORT_TEXT)
+    assert (report.accepted, report.imported, report.rejected) == (False, 0, 1)
+    assert report.issues == [{"category": "memory", "item_id": "*", "reason": OVERFLOW}]
+    assert state.model_dump_json() == before
+
+
 def test_conflict_and_overflow_together(state_dir: Path, tmp_path: Path) -> None:
     _import(state_dir, "valid.json")
     _rewrite(state_dir, lambda s: s.mind.memories.extend(entry(i) for i in range(996)))

@@ -1,10 +1,15 @@
 """A stream of workspace writes to be killed with SIGKILL at random moments.
 
-Usage: file_crash_worker.py WORKSPACE LOG SEED [--walk] [--failpoints SPEC]
+Usage: file_crash_worker.py WORKSPACE LOG
 
-Before each write it appends `S <file> <version>` to LOG and after it `D <file> <version>`
-(unbuffered appends, which a SIGKILL cannot tear). Contents are a pure function of
-(file, version), so a checker knows the old and the new content of every target.
+The process imports the runtime once, then serves commands read from stdin, one per
+line: `SEED MODE FAILPOINTS` (MODE `walk` or `auto`, FAILPOINTS an `fsio` spec or `-`).
+For each it forks a writer, prints the writer's pid, waits for it and prints its exit
+code (`-9` when killed). Forking after the imports keeps each kill cheap.
+
+A writer appends `S <file> <version>` to LOG before each write and `D <file> <version>`
+after it (unbuffered appends, which a SIGKILL cannot tear). Contents are a pure function
+of (file, version), so a checker knows the old and the new content of every target.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ import os
 import random
 import sys
 
+from singularity.storage import fsio
+from singularity.tools.confinement import Workspace
+from singularity.tools.files import write_file
+
 FILES = ("top.txt", "a/one.txt", "a/b/two.txt", "c/three.md", "deep/er/still/four.txt")
 
 
 def content(index: int, version: int) -> str:
-    """The deterministic text of `FILES[index]` at `version`, between 0 and ~300 KB."""
+    """The deterministic text of `FILES[index]` at `version`, up to about 300 KB."""
     rng = random.Random(f"{index}:{version}")
     size = rng.choice((0, 10, 1000, 4096, 65_537, 300_000))
     seed = hashlib.sha256(f"{index}:{version}".encode()).hexdigest()
@@ -26,20 +35,11 @@ def content(index: int, version: int) -> str:
     return f"file {index} version {version}\n{body[:size]}"
 
 
-def main(argv: list[str]) -> int:
-    """Write forever (until killed); exit 3 if a write ever fails."""
-    from singularity.storage import fsio
-    from singularity.tools.confinement import Workspace
-    from singularity.tools.files import write_file
-
-    workspace, log_path, seed = argv[0], argv[1], int(argv[2])
-    if "--failpoints" in argv:
-        fsio.arm_failpoints(argv[argv.index("--failpoints") + 1])
-    ws = Workspace(workspace, use_openat2=False if "--walk" in argv else None)
+def write_forever(workspace: str, log_path: str, seed: int, walk: bool) -> None:
+    """Write random targets until killed; return only if a write fails."""
+    ws = Workspace(workspace, use_openat2=False if walk else None)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     rng = random.Random(seed)
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
     counter = 0
     while True:
         counter += 1
@@ -49,9 +49,25 @@ def main(argv: list[str]) -> int:
         outcome = write_file(ws, {"path": FILES[index], "content": content(index, version)})
         if outcome.error_code is not None:
             sys.stderr.write(f"{outcome}\n")
-            return 3
+            return
         os.write(log, f"D {index} {version}\n".encode())
 
 
+def serve(workspace: str, log_path: str) -> None:
+    """Fork one writer per command line on stdin; report its pid and its exit code."""
+    for line in sys.stdin:
+        seed, mode, points = line.split()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fsio.arm_failpoints("" if points == "-" else points)
+                write_forever(workspace, log_path, int(seed), mode == "walk")
+            finally:
+                os._exit(3)
+        print(pid, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    serve(sys.argv[1], sys.argv[2])

@@ -19,6 +19,8 @@ from singularity.runtime import ledger
 
 Event = dict[str, Any]
 SETTLEMENTS = ("cost_debited", "cost_released")
+# Events that change the budget and move its newest operation (decisions 16, 17).
+BUDGET_ENTRIES = ("cost_debited", "child_funded", "child_refunded")
 
 
 def debit_ids(journal: list[Event]) -> list[str]:
@@ -51,24 +53,34 @@ def _settlement_problems(journal: list[Event]) -> list[str]:
     return problems
 
 
+def _newest_applied(state: AgentState, journal: list[Event]) -> int | None:
+    """The journal index of the budget's newest applied entry; -1 for none, None if absent."""
+    last = state.budget.last_operation
+    if last is None:
+        return -1
+    for index in range(len(journal) - 1, -1, -1):
+        event = journal[index]
+        if event.get("type") in BUDGET_ENTRIES and event.get("operation_id") == last:
+            return index
+    return None
+
+
 def _reflected_problems(state: AgentState, journal: list[Event]) -> list[str]:
     budget = state.budget
-    debits = [e for e in journal if e.get("type") == "cost_debited"]
     ids = debit_ids(journal)
     problems = [f"operation {op} debited {n} times" for op, n in Counter(ids).items() if n > 1]
-    if budget.last_operation is None:
-        reflected: list[Event] = []
-    elif budget.last_operation not in ids:
-        return [*problems, f"the budget's newest debit {budget.last_operation} is not journaled"]
-    else:
-        reflected = debits[: ids.index(budget.last_operation) + 1]
-    if len(reflected) != len(debits):
-        problems.append(f"{len(debits) - len(reflected)} journaled debit(s) not in the budget")
+    newest = _newest_applied(state, journal)
+    if newest is None:
+        return [*problems, f"the budget's newest entry {budget.last_operation} is not journaled"]
+    reflected = [e for e in journal[: newest + 1] if e.get("type") == "cost_debited"]
+    if len(reflected) != len(ids):
+        problems.append(f"{len(ids) - len(reflected)} journaled debit(s) not in the budget")
     api, instance, tokens = Decimal(0), Decimal(0), 0
     for event in reflected:
-        api, instance = add(api, parse_money(event["api"])), add(instance, parse_money(event["instance"]))
+        parts = parse_money(event["api"]), parse_money(event["instance"])
+        api, instance = add(api, parts[0]), add(instance, parts[1])
         tokens += int(event["tokens"])
-        if parse_money(event["amount"]) != add(parse_money(event["api"]), parse_money(event["instance"])):
+        if parse_money(event["amount"]) != add(*parts):
             problems.append(f"debit {event['operation_id']} amount is not api + instance")
     if (api, instance, tokens) != (budget.api_spent, budget.instance_spent, budget.total_tokens):
         problems.append(
@@ -92,5 +104,5 @@ def ledger_problems(state: AgentState, journal: list[Event]) -> list[str]:
         problems.append(f"remaining is {budget.remaining}, the budget's parts say {expected}")
     missed, orphans = ledger.unsettled(budget, journal)
     if missed or orphans:
-        problems.append(f"a second boot would apply {len(missed)} debit(s), {len(orphans)} charge(s)")
+        problems.append(f"a second boot would apply {len(missed)} entries, {len(orphans)} charges")
     return problems

@@ -9,6 +9,7 @@ import click
 
 from singularity import __version__
 from singularity.cli.children import children
+from singularity.cli.brama import brama
 from singularity.cli.doctor import doctor_command
 from singularity.cli.importing import import_command
 from singularity.cli.inspect import show, tools, verify
@@ -29,6 +30,7 @@ cli.add_command(verify)
 cli.add_command(tools)
 cli.add_command(import_command)
 cli.add_command(doctor_command)
+cli.add_command(brama)
 cli.add_command(children)
 
 

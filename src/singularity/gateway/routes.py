@@ -125,12 +125,15 @@ def _table(document: Mapping[str, Any], key: str, allowed: set[str]) -> dict[str
     return value
 
 
+_KINDS: Final = {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}
+
+
 def _typed(table: Mapping[str, Any], where: str, key: str, kind: type, default: Any) -> Any:
     value = table.get(key, default)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if value is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
-        raise ConfigurationError(f"brama config: {where}.{key} must be a {kind.__name__}")
+        raise ConfigurationError(f"brama config: {where}.{key} must be {_KINDS[kind]}")
     if kind in (int, float) and value is not None and value <= 0 and key != "seed":
         raise ConfigurationError(f"brama config: {where}.{key} must be positive")
     return value

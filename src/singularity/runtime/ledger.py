@@ -75,10 +75,16 @@ def price(
 
 
 def _rounded(amount: Decimal) -> Decimal:
-    """The amount to a picodollar; amounts too large to hold that many places stay as they are."""
-    if amount.adjusted() + 1 - CHARGE_QUANTUM.as_tuple().exponent > MONEY_CONTEXT.prec:
+    """The amount to a picodollar, keeping a shorter scale (`0`, `0.0035`) as it is.
+
+    Amounts too large to hold twelve places in 28 digits (1e16 USD and more) stay as they are.
+    """
+    if amount.adjusted() + 13 > MONEY_CONTEXT.prec:
         return amount
-    return amount.quantize(CHARGE_QUANTUM, context=MONEY_CONTEXT)
+    rounded = amount.quantize(CHARGE_QUANTUM, context=MONEY_CONTEXT)
+    if rounded == amount:
+        return amount
+    return rounded if rounded != 0 else ZERO
 
 
 def worst_case(prices: Prices, prompt_bytes: int, max_tokens: int, timeout_secs: float) -> Charge:

@@ -5,9 +5,10 @@ beneath the workspace root descriptor and handed back as an open descriptor, nev
 a checked path string: validation and use are the same descriptor, so there is no
 check-then-open window. Resolution uses Linux `openat2(RESOLVE_BENEATH |
 RESOLVE_NO_MAGICLINKS)` where the kernel has it, and otherwise a walk of one component
-at a time over `O_NOFOLLOW` descriptors that resolves symlinks lexically against the
-descriptors already open. Symlinks that stay inside the workspace are followed; an
-absolute symlink target, or `..` above the root, leaves it (`WorkspaceEscape`).
+at a time over `O_NOFOLLOW` descriptors that reads each symlink and resolves its target
+against the directories already passed (a `..` must land on the very directory we came
+through). Symlinks that stay inside the workspace are followed; an absolute symlink
+target, or `..` above the root, leaves it (`WorkspaceEscape`), as with RESOLVE_BENEATH.
 """
 
 from __future__ import annotations
@@ -177,7 +178,11 @@ def _replace_fd(old: int, new: int) -> int:
 
 
 class Workspace:
-    """The canonical workspace root, held open; every file tool resolves through it."""
+    """The canonical workspace root, held open; every file tool resolves through it.
+
+    `root` is the canonical path (for messages only; nothing is opened by path after
+    boot) and `uses_openat2` tells which resolver is in use.
+    """
 
     def __init__(self, root: str | os.PathLike[str], *, use_openat2: bool | None = None) -> None:
         """Canonicalize and open the root; `use_openat2=False` forces the component walk."""
