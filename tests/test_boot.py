@@ -333,10 +333,6 @@ def test_resume_with_a_corrupt_journal_is_refused(tmp_path: Path) -> None:
     assert (state_dir / "state.json").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open_being removes stale temps before it checks the journal (see report)",
-)
 def test_a_refused_resume_over_a_corrupt_journal_changes_nothing_at_all(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     _create(state_dir)

@@ -53,7 +53,9 @@ def _key(tmp_path: Path, mode: int = 0o600) -> Path:
     return key
 
 
-def _config(tmp_path: Path, url: str = "http://127.0.0.1:9/v1", text: str = UPSTREAM_CONFIG) -> Path:
+def _config(
+    tmp_path: Path, url: str = "http://127.0.0.1:9/v1", text: str = UPSTREAM_CONFIG
+) -> Path:
     path = tmp_path / "brama.toml"
     path.write_text(text.format(url=url, key=_key(tmp_path)))
     return path
@@ -155,9 +157,13 @@ def test_completions_are_forwarded_to_the_upstream(tmp_path: Path) -> None:
     tool = ToolDefinition("note", "Write a note", {"type": "object", "properties": {}})
 
     async def scenario(server: ScriptedServer) -> tuple[str, str, list[str]]:
-        gateway = Gateway(_upstream_only(tmp_path, server.url + "v1/"), None, http=httpx.AsyncClient())
+        gateway = Gateway(
+            _upstream_only(tmp_path, server.url + "v1/"), None, http=httpx.AsyncClient()
+        )
         transport = httpx.ASGITransport(app=create_app(gateway))
-        async with BramaClient("http://brama/", agent_id="a", auth=Auth.none(), transport=transport) as client:
+        async with BramaClient(
+            "http://brama/", agent_id="a", auth=Auth.none(), transport=transport
+        ) as client:
             first = await client.complete("task:code", [{"role": "user", "content": "hi"}], [tool])
             second = await client.complete("best", [{"role": "user", "content": "go"}], [tool])
             models = await client.models()
@@ -185,9 +191,12 @@ def test_upstream_errors_pass_through_and_failures_are_502(tmp_path: Path) -> No
         await gateway.http.aclose()  # type: ignore[union-attr]
         return response
 
-    with ScriptedServer([Turn.error(429, "slow down")]) as server:
+    with ScriptedServer([Turn.error(429, "slow down"), Turn.raw("<html>")]) as server:
         limited = asyncio.run(post(server.url + "v1"))
+        garbled = asyncio.run(post(server.url + "v1"))
     assert (limited.status_code, limited.json()["error"]["message"]) == (429, "slow down")
+    assert garbled.status_code == 502
+    assert garbled.json()["error"]["message"] == "upstream big answered 200 without JSON"
     # A port nothing listens on (ours, just closed): the gateway answers 502 itself.
     with ScriptedServer() as server:
         closed = server.url

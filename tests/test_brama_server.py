@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +147,9 @@ def test_hmac_signed_requests_pass_and_bad_ones_get_401() -> None:
         (tampered, "body hash does not match the body"),
         (other_agent, "unknown agent id"),
     ):
-        response = asyncio.run(raw(headers, body.replace(b"hi", b"yo") if headers is tampered else body))
+        response = asyncio.run(
+            raw(headers, body.replace(b"hi", b"yo") if headers is tampered else body)
+        )
         assert response.status_code == 401
         assert response.json()["error"] == {
             "message": f"invalid signature: {reason}",
@@ -177,6 +176,7 @@ def test_queue_overflow_gets_429_while_health_stays_free() -> None:
             started = time.monotonic()
             health = await http.get("/health")
             health_secs = time.monotonic() - started
+            assert health.json() == {"status": "ok"}
             engine.release.set()
             answers = await asyncio.gather(first, second)
             assert third.json()["error"]["type"] == "rate_limit_error"
@@ -222,7 +222,12 @@ MALFORMED: list[tuple[str, Any, int, str]] = [
     ("unknown model", {"model": "gpt-9", "messages": HI}, 404, "the model gpt-9 does not exist"),
     ("no messages", {"model": "any"}, 400, "messages must be a non-empty array"),
     ("empty messages", {"model": "any", "messages": []}, 400, "messages must be a non-empty array"),
-    ("messages object", {"model": "any", "messages": {}}, 400, "messages must be a non-empty array"),
+    (
+        "messages object",
+        {"model": "any", "messages": {}},
+        400,
+        "messages must be a non-empty array",
+    ),
     ("message string", {"model": "any", "messages": ["hi"]}, 400, "messages[0] must be an object"),
     (
         "bad role",
@@ -269,7 +274,9 @@ MALFORMED: list[tuple[str, Any, int, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "body", "status", "message"), MALFORMED, ids=[m[0] for m in MALFORMED])
+@pytest.mark.parametrize(
+    ("case", "body", "status", "message"), MALFORMED, ids=[m[0] for m in MALFORMED]
+)
 def test_malformed_requests_get_4xx_with_an_openai_error_body(
     case: str, body: Any, status: int, message: str
 ) -> None:
@@ -317,7 +324,10 @@ def test_engine_failures_are_errors_not_crashes() -> None:
     broken = asyncio.run(post())
     engine.fail = None
     healthy = asyncio.run(post())
-    assert (overflow.status_code, overflow.json()["error"]["code"]) == (400, "context_length_exceeded")
+    assert (overflow.status_code, overflow.json()["error"]["code"]) == (
+        400,
+        "context_length_exceeded",
+    )
     assert broken.status_code == 500
     assert broken.json()["error"]["type"] == "server_error"
     assert "llama exploded" not in broken.text
@@ -344,3 +354,125 @@ def test_serve_refuses_a_public_address_without_a_secret(tmp_path: Path) -> None
     unsafe = _serve("--secret-file", str(loose), "--port", "0")
     assert unsafe.returncode == 2
     assert "must not be group/world accessible" in unsafe.stderr
+
+
+@pytest.fixture(scope="module")
+def live_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """`singularity brama serve` with the real SmolLM2 model and a Brama secret."""
+    folder = tmp_path_factory.mktemp("brama")
+    secret = folder / "brama.secret"
+    secret.write_text(SECRET + "\n")
+    secret.chmod(0o600)
+    log = folder / "brama.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [str(SINGULARITY), "brama", "serve", "--port", "0", "--secret-file", str(secret)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        url = _await_listening(process, log)
+        yield url, secret
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def _await_listening(process: subprocess.Popen[bytes], log: Path) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"listening on (http://\S+/)", log.read_text(errors="replace"))
+        if found:
+            url = found.group(1)
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(url + "health", timeout=2).json() == {"status": "ok"}:
+                        return url
+                except httpx.HTTPError:
+                    time.sleep(0.05)
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"brama serve did not start:\n{log.read_text()}")
+
+
+def _events(state_dir: Path) -> list[dict[str, Any]]:
+    lines = (state_dir / "activity.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def test_a_being_lives_three_cycles_on_the_real_local_model(
+    live_gateway: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, secret = live_gateway
+    state_dir, workspace = tmp_path / "being", tmp_path / "workspace"
+    workspace.mkdir()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("BRAMA_")}
+    lived = subprocess.run(
+        [
+            str(SINGULARITY),
+            "run",
+            "--max-cycles",
+            "3",
+            "--brama-url",
+            url,
+            "--brama-secret-file",
+            str(secret),
+            "--state-dir",
+            str(state_dir),
+            "--workspace",
+            str(workspace),
+            "--cycle-interval-secs",
+            "0",
+            "--input-price",
+            "1",
+            "--output-price",
+            "4",
+            "--log-format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert lived.returncode == 0, lived.stderr
+    events = _events(state_dir)
+    kinds = [event["type"] for event in events]
+    assert kinds.count("cycle_started") == 3
+    # Every answer passed the client's validation: no warning, every reservation debited.
+    assert [e for e in events if e["type"] == "warning"] == []
+    assert kinds.count("cost_reserved") == kinds.count("cost_debited") == kinds.count(
+        "model_completed"
+    )
+    assert "cost_released" not in kinds
+    finished = [e for e in events if e["type"] == "tool_finished"]
+    assert finished, kinds
+    assert any(e["status"] == "success" for e in finished), finished
+    state = json.loads((state_dir / "state.json").read_text())
+    usage = [e["usage"] for e in events if e["type"] == "model_completed"]
+    assert all(u["prompt_tokens"] > 0 and u["completion_tokens"] > 0 for u in usage)
+    assert state["budget"]["total_tokens"] == sum(u["total_tokens"] for u in usage)
+    assert float(state["budget"]["api_spent"]) > 0
+    assert any(message.get("tool_calls") for message in state["conversation"])
+    # The arguments matched the offered schemas: the runtime refused none of them as such.
+    results = [m["content"] for m in state["conversation"] if m["role"] == "tool"]
+    assert results and not [r for r in results if "invalid_arguments" in r or "unknown_tool" in r]
+    verified = subprocess.run(
+        [str(SINGULARITY), "verify", str(state_dir)], capture_output=True, text=True, check=False
+    )
+    assert (verified.returncode, verified.stdout.strip()) == (0, "ok"), verified.stderr
+
+
+def test_the_live_gateway_refuses_unsigned_completions(live_gateway: tuple[str, Path]) -> None:
+    url, _ = live_gateway
+    body = {"model": "any", "messages": HI}
+    refused = httpx.post(url + "v1/chat/completions", json=body, timeout=10)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["type"] == "authentication_error"
+    models = httpx.get(url + "v1/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == [LOCAL_MODEL_ID]

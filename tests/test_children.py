@@ -210,16 +210,27 @@ def _assert_unchanged(before: Any, after: Any, *, refunded: bool = False) -> Non
     assert after.actions == before.actions + 1
 
 
-def _failed_spawn(tmp_path: Path, arguments: dict[str, str], code: str,
-                  *, refunded: bool = False, **flags: str) -> dict[str, Any]:
-    settings = parent_settings(tmp_path, **flags)
+def _failed_spawn(
+    tmp_path: Path,
+    arguments: dict[str, Any],
+    code: str,
+    *,
+    failpoints: str = "",
+    secrets: dict[str, str] | None = None,
+    **flags: str,
+) -> dict[str, Any]:
+    settings = parent_settings(tmp_path, secrets=secrets, **flags)
     being = open_parent(settings, resume=(tmp_path / "parent" / "state.json").exists())
     try:
         before = snapshot(being, tmp_path / "parent")
-        outcome = spawn_call(being, settings, arguments)
+        fsio.arm_failpoints(failpoints)
+        try:
+            outcome = spawn_call(being, settings, arguments)
+        finally:
+            fsio.arm_failpoints("")
         after = snapshot(being, tmp_path / "parent")
         assert (outcome.status.value, outcome.error_code) == ("failed", code), outcome
-        _assert_unchanged(before, after, refunded=refunded)
+        _assert_unchanged(before, after)
         last = being.state.recent_actions[-1]
         assert (last.tool, last.status) == (SPAWN, "failed")
         assert json.loads(being.state.conversation[-1]["content"])["error_code"] == code
@@ -245,32 +256,25 @@ def test_a_dangling_children_link_is_a_child_state_error(
     assert not (tmp_path / "nowhere").exists()
 
 
-@pytest.mark.parametrize("point", ["funding.write", "funding.fsync", "funding.rename"])
+@pytest.mark.parametrize(
+    "failpoints",
+    ["funding.write=enospc", "funding.fsync=eio", "funding.rename=enospc",
+     "funding.dirsync=eio"],
+)
 def test_a_grant_that_cannot_be_written_is_a_child_state_error(
-    tmp_path: Path, fake_child: None, point: str
+    tmp_path: Path, fake_child: None, failpoints: str
 ) -> None:
-    fsio.arm_failpoints(f"{point}=enospc")
-    try:
-        _failed_spawn(tmp_path, _arguments(), "child_state")
-    finally:
-        fsio.arm_failpoints("")
+    _failed_spawn(tmp_path, _arguments(), "child_state", failpoints=failpoints)
 
 
 def test_a_secret_file_that_cannot_be_written_is_a_child_state_error(
     tmp_path: Path, fake_child: None
 ) -> None:
     # The grant is written (the first funding write), the secret file is not (the second).
-    settings = parent_settings(tmp_path, secrets={"BRAMA_API_KEY": "canary-key"})
-    being = open_parent(settings)
-    fsio.arm_failpoints("funding.write=eio@2")
-    try:
-        before = snapshot(being, tmp_path / "parent")
-        outcome = spawn_call(being, settings, _arguments())
-        assert outcome.error_code == "child_state"
-        _assert_unchanged(before, snapshot(being, tmp_path / "parent"))
-    finally:
-        fsio.arm_failpoints("")
-        being.close()
+    _failed_spawn(
+        tmp_path, _arguments(), "child_state", failpoints="funding.write=eio@2",
+        secrets={"BRAMA_API_KEY": "canary-key"},
+    )
 
 
 def test_an_unresolvable_executable_is_a_child_executable_error(

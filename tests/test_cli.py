@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,6 @@ DESCRIPTIONS = {
         "Atomically create or replace one UTF-8 file inside the configured workspace"
     ),
 }
-MIND_TOOL_KEYS = [["kind", "text"], ["query"], ["prompt"], ["rule"], ["learning"]]
 
 
 @dataclass(frozen=True)
@@ -145,45 +145,47 @@ def files(path: Path) -> dict[str, bytes]:
 # --- tools ----------------------------------------------------------------------------
 
 
+def _schema(*keys: str, required: int | None = None) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {key: {"type": "string"} for key in keys},
+        "required": list(keys[:required]),
+        "additionalProperties": False,
+    }
+
+
+# Spec §10.1 with §11 and §14 (plus the optional `budget` of decision 17).
+BUILTIN_PARAMETERS = {
+    "singularity_memory_remember": _schema("kind", "text"),
+    "singularity_memory_recall": _schema("query"),
+    "singularity_self_set_prompt": _schema("prompt"),
+    "singularity_self_add_rule": _schema("rule"),
+    "singularity_self_add_learning": _schema("learning"),
+    "singularity_self_switch_model": _schema("model"),
+    "singularity_spawn_child": _schema("name", "ticker", "specialty", "budget", required=3),
+    "singularity_file_read": _schema("path"),
+    "singularity_file_write": _schema("path", "content"),
+}
+
+
 def test_tools_table(tmp_path: Path) -> None:
     result = run(tmp_path, "tools", "--format", "table")
     assert (result.code, result.err) == (0, "")
-    assert result.out.endswith("\n")
-    lines = result.out.removesuffix("\n").split("\n")
-    pairs = [line.split("\t") for line in lines]
-    assert all(len(pair) == 2 for pair in pairs)
-    names = [name for name, _ in pairs]
-    assert names[:5] == BUILTIN_ORDER[:5]
-    assert names == [name for name in BUILTIN_ORDER if name in names]  # no Most, spec order
-    for name, description in pairs:
-        assert description == DESCRIPTIONS[name]
-    assert lines[:5] == [
-        "singularity_memory_remember\tPersist a memory owned by this digital being",
-        "singularity_memory_recall\tRecall persistent memories containing a query",
-        "singularity_self_set_prompt\tReplace this being's persistent system prompt",
-        "singularity_self_add_rule\tAdd a persistent self-imposed rule",
-        "singularity_self_add_learning\tRecord a persistent learning that changes future decisions",
-    ]
+    assert result.out == "".join(f"{name}\t{DESCRIPTIONS[name]}\n" for name in BUILTIN_ORDER)
+    assert result.out.startswith(
+        "singularity_memory_remember\tPersist a memory owned by this digital being\n"
+        "singularity_memory_recall\tRecall persistent memories containing a query\n"
+    )
 
 
 def test_tools_json(in_process: Callable[..., Result]) -> None:
     result = in_process("tools", "--format", "json")
     assert (result.code, result.err) == (0, "")
-    listed = json.loads(result.out)
-    assert result.out == pretty(listed) + "\n"
-    assert [entry["name"] for entry in listed][:5] == BUILTIN_ORDER[:5]
-    for entry in listed:
-        assert list(entry) == ["name", "description", "parameters"]
-        assert entry["description"] == DESCRIPTIONS[entry["name"]]
-        assert entry["parameters"]["type"] == "object"
-        assert entry["parameters"]["additionalProperties"] is False
-    for entry, keys in zip(listed[:5], MIND_TOOL_KEYS, strict=True):
-        assert entry["parameters"] == {
-            "type": "object",
-            "properties": {key: {"type": "string"} for key in keys},
-            "required": keys,
-            "additionalProperties": False,
-        }
+    expected = [
+        {"name": name, "description": DESCRIPTIONS[name], "parameters": BUILTIN_PARAMETERS[name]}
+        for name in BUILTIN_ORDER
+    ]
+    assert result.out == pretty(expected) + "\n"
     assert result.out.startswith(
         "[\n"
         "  {\n"

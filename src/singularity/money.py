@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import decimal
+import re
 from decimal import Decimal
 
 MONEY_CONTEXT = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
 ZERO = Decimal(0)
+# Plain ASCII decimals with a small exponent: nothing that renders as megabytes of digits.
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]{1,60}(?:\.[0-9]{0,60})?|\.[0-9]{1,60})(?:[eE][+-]?[0-9]{1,2})?")
+MAX_ADJUSTED_EXPONENT = 60
 
 
 def parse_money(value: object) -> Decimal:
@@ -19,16 +23,17 @@ def parse_money(value: object) -> Decimal:
         result = Decimal(repr(value))  # the number as written, not its binary expansion
     elif isinstance(value, str):
         text = value.strip()
-        try:
-            result = Decimal(text)
-        except decimal.InvalidOperation:
-            raise ValueError(f"not a decimal number: {value!r}") from None
+        if not _DECIMAL_TEXT.fullmatch(text):
+            raise ValueError(f"not a decimal number: {value!r}")
+        result = Decimal(text)
     elif isinstance(value, Decimal):
         result = value
     else:
         raise ValueError(f"money must be a decimal string or number, not {type(value).__name__}")
     if not result.is_finite():
         raise ValueError(f"money must be finite: {value!r}")
+    if result and abs(result.adjusted()) > MAX_ADJUSTED_EXPONENT:
+        raise ValueError(f"money out of range: {value!r}")
     return result
 
 

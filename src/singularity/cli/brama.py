@@ -50,17 +50,23 @@ def brama() -> None:
 @brama.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=8081, show_default=True,
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8081,
+    show_default=True,
     help="Port to listen on (0: any free port).",
 )
 @click.option("--config", "config_file", default=None, help="TOML file of routes and limits.")
 @click.option(
-    "--secret-file", default=None,
+    "--secret-file",
+    default=None,
     help="Brama HMAC secret (owner-only file); completions must then be signed.",
 )
 @click.option("--agent-id", default=None, help="Accept signed requests from this agent id only.")
 @click.option(
-    "--queue-size", type=click.IntRange(min=0), default=None,
+    "--queue-size",
+    type=click.IntRange(min=0),
+    default=None,
     help="Completions that may wait for the local model before 429 [default: 4].",
 )
 def serve(
@@ -75,7 +81,8 @@ def serve(
     secret = Secret(read_secret_file(secret_file).value) if secret_file else None
     if secret is None and not _is_loopback_host(host):
         raise ConfigurationError(
-            f"refusing to listen on {host} without --secret-file: unsigned gateways stay on loopback"
+            f"refusing to listen on {host} without --secret-file: "
+            "an unsigned gateway listens on loopback only"
         )
     config = _settings(config_file, queue_size)
     router = Router(config)

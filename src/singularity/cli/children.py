@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import click
@@ -23,18 +24,26 @@ def children(as_json: bool, **params: Any) -> None:
     if as_json:
         print_json(tree)
         return
-    root = Tree(escape(settings.state_dir))
+    root = Tree(_shown(settings.state_dir))
     _add(root, tree)
     console().print(root)
+
+
+def _shown(value: object) -> str:
+    """Text from a state file, safe for a terminal: no markup, control characters escaped."""
+    text = "".join(
+        f"\\x{ord(ch):02x}" if unicodedata.category(ch) == "Cc" else ch for ch in str(value)
+    )
+    return escape(text)
 
 
 def _add(parent: Tree, entries: list[dict[str, Any]]) -> None:
     for entry in entries:
         alive = "alive" if entry["alive"] else "not running"
-        details = f"{entry['status']}, {alive}"
+        details = f"{_shown(entry['status'])}, {alive}"
         if "balance_usd" in entry:
-            details += f", balance {entry['balance_usd']} USD, cycle {entry['cycle']}"
+            details += f", balance {_shown(entry['balance_usd'])} USD, cycle {entry['cycle']}"
         node = parent.add(
-            f"[bold]{escape(entry['name'])}[/bold] ({escape(entry['ticker'])}) {details}"
+            f"[bold]{_shown(entry['name'])}[/bold] ({_shown(entry['ticker'])}) {details}"
         )
         _add(node, entry.get("children", []))

@@ -8,8 +8,8 @@ import sys
 import click
 
 from singularity import __version__
-from singularity.cli.children import children
 from singularity.cli.brama import brama
+from singularity.cli.children import children
 from singularity.cli.doctor import doctor_command
 from singularity.cli.importing import import_command
 from singularity.cli.inspect import show, tools, verify

@@ -20,6 +20,7 @@ The model is loaded once; calls must be serialized by the caller (one worker thr
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import threading
@@ -255,11 +256,11 @@ def text_grammar(max_chars: int) -> str:
 
 
 def _import_llama() -> Any:
+    # By name: llama_cpp has no type stubs, and it is optional (the [local] extra).
     try:
-        import llama_cpp  # type: ignore[import-untyped]
+        return importlib.import_module("llama_cpp")
     except ImportError as error:
         raise MissingExtra(f"llama-cpp-python is missing ({error}); {INSTALL_HINT}") from None
-    return llama_cpp
 
 
 class LocalModel:

@@ -39,6 +39,7 @@ failing permanently. Anything else must be an advertised id exactly.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -132,9 +133,11 @@ def _typed(table: Mapping[str, Any], where: str, key: str, kind: type, default: 
     value = table.get(key, default)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if value is not None and (not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)):
+    if value is not None and (
+        not isinstance(value, kind) or isinstance(value, bool) != (kind is bool)
+    ):
         raise ConfigurationError(f"brama config: {where}.{key} must be {_KINDS[kind]}")
-    if kind in (int, float) and value is not None and value <= 0 and key != "seed":
+    if kind is not bool and isinstance(value, int | float) and value <= 0 and key != "seed":
         raise ConfigurationError(f"brama config: {where}.{key} must be positive")
     return value
 
@@ -236,14 +239,14 @@ class Router:
                 raise ConfigurationError(f"brama config: model id {route.id} is listed twice")
             self.routes[route.id] = route
         if not self.routes:
-            raise ConfigurationError("brama config: no model to serve (local disabled, no upstream)")
+            raise ConfigurationError(
+                "brama config: no model to serve (local disabled, no upstream)"
+            )
         for selector, target in config.selectors.items():
             if selector not in SELECTORS and not selector.startswith(TASK_PREFIX):
                 raise ConfigurationError(f"brama config: {selector} is not a selector")
             self._known(target, f"selector {selector}")
-        self.default = self._known(
-            config.default_model or next(iter(self.routes)), "default_model"
-        )
+        self.default = self._known(config.default_model or next(iter(self.routes)), "default_model")
 
     def _known(self, model_id: str, where: str) -> Route:
         if model_id not in self.routes:
@@ -280,7 +283,9 @@ class Forwarded:
 
 def error_body(message: str, kind: str, code: str | None = None) -> bytes:
     """An OpenAI-style error document."""
-    return compact({"error": {"message": message, "type": kind, "param": None, "code": code}}).encode()
+    return compact(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    ).encode()
 
 
 async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, Any]) -> Forwarded:
@@ -302,4 +307,10 @@ async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, A
     except httpx.HTTPError as error:
         message = f"upstream {upstream.name} failed: {error or type(error).__name__}"
         return Forwarded(502, error_body(message, "upstream_error", "upstream_unreachable"))
+    if 200 <= response.status_code <= 299:
+        try:
+            json.loads(response.content)
+        except ValueError:
+            message = f"upstream {upstream.name} answered {response.status_code} without JSON"
+            return Forwarded(502, error_body(message, "upstream_error", "upstream_invalid"))
     return Forwarded(response.status_code, response.content)

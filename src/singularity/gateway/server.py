@@ -66,7 +66,11 @@ class Refusal(Exception):
     """A request the gateway answers with an error status and an OpenAI-style body."""
 
     def __init__(
-        self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.code = status, message, kind, code
@@ -221,8 +225,12 @@ class Gateway:
         if self.engine is None:
             raise Refusal(500, "no local model is loaded", "server_error")
         if self.pending >= self.capacity:
-            raise Refusal(429, "the local model is busy; retry shortly", "rate_limit_error",
-                          "rate_limit_exceeded")
+            raise Refusal(
+                429,
+                "the local model is busy; retry shortly",
+                "rate_limit_error",
+                "rate_limit_exceeded",
+            )
         loop = asyncio.get_running_loop()
         future = self.worker.submit(self.engine.complete, request)
         self.pending += 1
@@ -251,7 +259,9 @@ class Gateway:
         try:
             route = self.router.resolve(model)
         except UnknownModel:
-            raise Refusal(404, f"the model {model} does not exist", code="model_not_found") from None
+            raise Refusal(
+                404, f"the model {model} does not exist", code="model_not_found"
+            ) from None
         chat = chat_request(document)
         if route.upstream is not None:
             if self.http is None:

@@ -9,6 +9,7 @@ conversation window bounded (decision 8): messages leaving it are appended to
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +22,11 @@ from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.storage import conversation_archive, funding
-from singularity.storage.activity import ActivityLog, Event
+from singularity.storage.activity import ActivityLog, Event, read_events
 from singularity.storage.statedir import STATE_FILE, StateDir
 from singularity.timestamps import Clock, now_text, system_clock
 
+log = logging.getLogger(__name__)
 WINDOW_MESSAGES = 400
 WINDOW_BYTES = 1 << 20
 
@@ -56,6 +58,8 @@ class LiveBeing:
 
     def save(self) -> None:
         """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""
+        if self.state.status == "failed":
+            raise FatalIoError("the being failed earlier; its state is not written again")
         try:
             self._archive_overflow()
             self.state.updated_at = self.now()
@@ -108,6 +112,8 @@ def open_being(
 ) -> LiveBeing:
     """Open the state directory and apply the boot matrix; the new being is not yet saved."""
     resume = settings.resume if resume is None else resume
+    if resume and not os.path.lexists(settings.state_dir):
+        raise StateError("resume requested but no state exists")
     statedir = StateDir.open(settings.state_dir)
     try:
         exists = statedir.has_state()
@@ -121,11 +127,16 @@ def open_being(
         state = statedir.load() if exists else None
         if state is not None and state.identity != identity_from(settings):
             raise StateError("resume identity does not match configuration")
+        read_events(statedir.fd)  # refuses a corrupt journal before anything is changed
         statedir.remove_stale_temps()
         conversation_archive.repair(
             statedir.fd, state.mind.conversation_archived if state is not None else 0
         )
         activity = ActivityLog.open(statedir.fd)
+        if activity.repaired_bytes:
+            log.warning("cut a torn last line of %d bytes from activity.jsonl", activity.repaired_bytes)
+        if statedir.removed_temps:
+            log.warning("removed leftover temp files: %s", ", ".join(statedir.removed_temps))
     except BaseException:
         statedir.close()
         raise

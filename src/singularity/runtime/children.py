@@ -5,11 +5,18 @@ file is written into the child's directory, the transfer is journaled (`child_fu
 and applied, and only then is the child started, as this same program with `run` and
 the five environment overrides of §14. Configuration the parent received by flags
 reaches the child through the environment; secrets travel only as 0600 files.
+
+A spawn that fails leaves nothing behind: a directory it created is removed, and money
+that already moved comes back through a revoked grant (`child_refunded`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import decimal
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -18,11 +25,10 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from singularity.config import Settings, inherited_environment
+from singularity.config import ALL_OPTIONS, Settings, inherited_environment
 from singularity.domain import events
 from singularity.domain.records import ChildRecord
-from singularity.errors import FatalIoError
-from singularity.money import div, parse_money
+from singularity.money import MONEY_CONTEXT, div, parse_money, render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.secrets import Secret, os_error_text
@@ -32,6 +38,7 @@ from singularity.tools.base import (
     FunctionTool,
     FunctionToolset,
     Outcome,
+    Status,
     ToolArgumentError,
     ToolDefinition,
     object_schema,
@@ -47,11 +54,22 @@ SPAWN_CHILD = ToolDefinition(
         required=["name", "ticker", "specialty"],
     ),
 )
-# Raw credentials in the environment become 0600 files in the child's directory.
+# Raw credentials in the environment become 0600 files in the child's directory, unless
+# the parent was given the file option itself (the file wins over the raw value, §3.1):
+# raw variable -> (file variable, settings field of that file option, file name).
 SECRET_FILES = {
-    "WISENT_APP_AGENT_AUTH_SECRET": ("BRAMA_HMAC_SECRET_FILE", "brama-hmac.secret"),
-    "BRAMA_API_KEY": ("BRAMA_API_KEY_FILE", "brama-api-key.secret"),
+    "WISENT_APP_AGENT_AUTH_SECRET": (
+        "BRAMA_HMAC_SECRET_FILE", "brama_secret_file", "brama-hmac.secret"
+    ),
+    "BRAMA_API_KEY": ("BRAMA_API_KEY_FILE", "brama_api_key_file", "brama-api-key.secret"),
 }
+# A budget is a plain decimal string with at most twelve places: money moves in picodollars,
+# so `remaining - budget` and `children_funded + budget` stay exact (see `ledger`).
+BUDGET_TEXT = re.compile(r"[0-9]+(?:\.[0-9]{1,12})?")
+PICODOLLAR = Decimal("1e-12")
+SECRET_TEMP_PREFIX = ".secret-"
+SPAWN_TEMP_PREFIXES = (funding.TEMP_PREFIX, SECRET_TEMP_PREFIX)
+PICODOLLAR_EXPONENT = -12
 
 
 def child_environment(
@@ -66,7 +84,7 @@ def child_environment(
 ) -> dict[str, str]:
     """The parent's environment and resolved settings, no raw secret, and the five overrides."""
     environment = {key: value for key, value in parent.items() if key not in SECRET_FILES}
-    environment.update(settings.environment_values())
+    environment.update(settings_environment(settings))
     environment.update(secret_files)
     environment.update(
         {
@@ -80,22 +98,61 @@ def child_environment(
     return environment
 
 
+def settings_environment(settings: Settings) -> dict[str, str]:
+    """The resolved settings as variables, decimals in plain notation.
+
+    `str(Decimal("0.0000001"))` is `1E-7`, which the child's configuration would refuse
+    as a decimal number; money options are rendered positionally instead.
+    """
+    values = settings.environment_values()
+    for option in ALL_OPTIONS:
+        value = getattr(settings, option.name)
+        if option.kind == "decimal" and option.env is not None and isinstance(value, Decimal):
+            values[option.env] = render_money(value)
+    return values
+
+
 def child_command() -> list[str]:
-    """This same program, running `run`."""
+    """This same program, running `run`.
+
+    `-P` keeps the working directory (by default the being's own workspace, which it can
+    write) off `sys.path`: a planted `singularity` package there must never run as the child.
+    """
     if not sys.executable or not os.path.isfile(sys.executable):
         raise FileNotFoundError("the Python interpreter running this program cannot be found")
-    return [sys.executable, "-m", "singularity", "run"]
+    return [sys.executable, "-P", "-m", "singularity", "run"]
 
 
 def default_funding(settings: Settings, remaining: Decimal) -> Decimal:
-    """The configured starting balance, but never more than half of what the parent has left."""
-    return min(settings.starting_balance, div(remaining, Decimal(2)))
+    """The configured starting balance, but never more than half of what the parent has left
+    (rounded down to a picodollar)."""
+    half = div(remaining, Decimal(2))
+    exponent = half.as_tuple().exponent
+    if half > 0 and isinstance(exponent, int) and exponent < PICODOLLAR_EXPONENT:
+        half = half.quantize(PICODOLLAR, rounding=decimal.ROUND_DOWN, context=MONEY_CONTEXT)
+    return min(settings.starting_balance, half)
 
 
 def _write_secret(dir_fd: int, name: str, secret: Secret) -> None:
     fsio.replace_file(
-        dir_fd, name, secret.value.encode("utf-8"), temp_prefix=".secret-", point="funding"
+        dir_fd, name, secret.value.encode("utf-8"), temp_prefix=SECRET_TEMP_PREFIX,
+        point="funding",
     )
+
+
+def _forget_secrets(dir_fd: int) -> None:
+    """Remove the secret files (and temp files of a write cut short) of a child that will
+    never start."""
+    names = {file_name for _, _, file_name in SECRET_FILES.values()}
+    for name in os.listdir(dir_fd):
+        if name in names or (name.startswith(SPAWN_TEMP_PREFIXES) and name.endswith(".tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+
+
+def _discard(state_dir: str) -> None:
+    """Remove the directory of a child that never existed (best effort)."""
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def _reap(process: subprocess.Popen[bytes]) -> None:
@@ -110,13 +167,10 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
         raw = arguments.get("budget")
         if raw is None:
             return default_funding(settings, being.state.budget.remaining)
-        if not isinstance(raw, str):
+        if not isinstance(raw, str) or not BUDGET_TEXT.fullmatch(raw):
             raise ToolArgumentError("budget is invalid")
-        try:
-            amount = parse_money(raw)
-        except ValueError:
-            raise ToolArgumentError("budget is invalid") from None
-        if amount <= 0:
+        amount = parse_money(raw)
+        if amount <= 0 or amount.adjusted() >= MONEY_CONTEXT.prec - 12:
             raise ToolArgumentError("budget is invalid")
         return amount
 
@@ -126,7 +180,7 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
         specialty = required_text(arguments, "specialty", 256)
         amount = parse_budget(arguments)
         budget = being.state.budget
-        if amount >= budget.remaining:
+        if amount <= 0 or amount >= budget.remaining:
             return Outcome.failed(
                 "child_funding", "the parent cannot spare that budget and stay solvent"
             )
@@ -140,20 +194,45 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
         try:
             os.makedirs(children_dir, mode=0o700, exist_ok=True)
             os.mkdir(state_dir, 0o700)
-            dir_fd = fsio.open_dir(state_dir)
         except OSError as error:
             return Outcome.failed("child_state", os_error_text(error))
+        try:
+            dir_fd = fsio.open_dir(state_dir)
+        except OSError as error:
+            _discard(state_dir)
+            return Outcome.failed("child_state", os_error_text(error))
+        try:
+            outcome = _fund_and_start(
+                dir_fd, child_id, state_dir, name, ticker, specialty, amount, command
+            )
+        finally:
+            os.close(dir_fd)
+        if outcome.status is not Status.SUCCESS:
+            with contextlib.suppress(OSError):
+                os.rmdir(children_dir)  # only when no other child lives there
+        return outcome
+
+    def _fund_and_start(
+        dir_fd: int,
+        child_id: str,
+        state_dir: str,
+        name: str,
+        ticker: str,
+        specialty: str,
+        amount: Decimal,
+        command: list[str],
+    ) -> Outcome:
         operation = ledger.new_operation_id()
         try:
             funding.write_grant(dir_fd, funding.Grant(child_id, amount, operation))
             secret_files = {}
-            for raw, (variable, file_name) in SECRET_FILES.items():
+            for raw, (variable, file_option, file_name) in SECRET_FILES.items():
                 secret = settings.raw_secrets.get(raw)
-                if secret is not None:
+                if secret is not None and getattr(settings, file_option) is None:
                     _write_secret(dir_fd, file_name, secret)
                     secret_files[variable] = os.path.join(state_dir, file_name)
         except OSError as error:
-            os.close(dir_fd)
+            _discard(state_dir)  # nothing was journaled: the money never left
             return Outcome.failed("child_state", os_error_text(error))
         record = ChildRecord(
             id=child_id,
@@ -168,7 +247,7 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
                 being.now(), being.state.cycle, operation, child_id, amount, record.model_dump()
             )
         )
-        ledger.apply_funding(budget, operation, amount)
+        ledger.apply_funding(being.state.budget, operation, amount)
         environment = child_environment(
             inherited_environment(),
             settings,
@@ -186,11 +265,12 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
                 start_new_session=True,
                 close_fds=True,
             )
-        except OSError as error:
+        except (OSError, ValueError, subprocess.SubprocessError) as error:
+            # ValueError: a NUL in a value the configuration file supplied.
             refund(being, dir_fd, child_id)
-            os.close(dir_fd)
-            return Outcome.failed("child_spawn", os_error_text(error))
-        os.close(dir_fd)
+            _discard(state_dir)
+            text = os_error_text(error) if isinstance(error, OSError) else str(error)
+            return Outcome.failed("child_spawn", text)
         _reap(process)
         being.state.mind.children.append(record)
         return Outcome.success({"child_id": child_id, "pid": process.pid})
@@ -203,6 +283,7 @@ def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:
     grant = funding.revoke(dir_fd)
     if grant is None:
         return False
+    _forget_secrets(dir_fd)
     operation = ledger.new_operation_id()
     being.journal(
         events.child_refunded(being.now(), being.state.cycle, operation, child_id, grant.amount)
@@ -246,9 +327,16 @@ def settle_unstarted_children(being: LiveBeing, settings: Settings) -> int:
                         if child.id == entry:
                             child.status = "withdrawn"
             elif entry not in funded:
-                funding.revoke(dir_fd)  # written, never journaled: the money never left
-        except FatalIoError:
-            raise
+                # Cut short before its funding was journaled: no child ever ran here and
+                # the money never left. Take the grant back and remove what the spawn wrote.
+                funding.revoke(dir_fd)
+                _forget_secrets(dir_fd)
+                leftovers = set(os.listdir(dir_fd))
+                if leftovers <= {funding.REVOKED}:
+                    for name in leftovers:
+                        os.unlink(name, dir_fd=dir_fd)
+                    with contextlib.suppress(OSError):
+                        os.rmdir(os.path.join(children_dir, entry))
         finally:
             os.close(dir_fd)
     return settled

@@ -13,17 +13,45 @@ from singularity.storage.statedir import LOCK_FILE, peek_state
 MAX_DEPTH = 32
 
 
+PROC_LOCKS = "/proc/locks"
+
+
+def _exclusive_flock_held(info: os.stat_result) -> bool | None:
+    """Whether `/proc/locks` lists an exclusive flock on this file; None when unreadable."""
+    key = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open(PROC_LOCKS, encoding="ascii", errors="replace") as handle:
+            lines = handle.readlines()
+    except OSError:
+        return None
+    for line in lines:
+        # `1: FLOCK  ADVISORY  WRITE 1234 fe:00:2179925 0 EOF`; waiters have `->` after the id.
+        fields = line.split()
+        if "->" in fields or len(fields) < 6:
+            continue
+        if fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == key:
+            return True
+    return False
+
+
 def is_alive(state_dir: str) -> bool:
-    """Whether a runtime holds the being's lock right now."""
+    """Whether a runtime holds the being's lock right now.
+
+    On Linux the answer comes from `/proc/locks`, without touching the lock: even a shared
+    lock held for a moment would make a child that is booting right then refuse to start.
+    """
     try:
         fd = os.open(os.path.join(state_dir, LOCK_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
+        held = _exclusive_flock_held(os.fstat(fd))
+        if held is not None:
+            return held
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False
     finally:

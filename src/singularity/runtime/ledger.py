@@ -23,13 +23,14 @@ from decimal import Decimal
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.budget import Budget
+from singularity.errors import StateError
 from singularity.money import MONEY_CONTEXT, ZERO, add, div, mul, parse_money, sub
 from singularity.runtime.being import LiveBeing
 from singularity.storage.activity import Event
 
 MILLION = Decimal(1_000_000)
 # Journal events that change the budget, each carrying an operation id (decisions 16, 17).
-LEDGER_ENTRIES = ("cost_debited", "child_funded", "child_refunded")
+LEDGER_ENTRIES = ("cost_debited", "child_funded", "child_refunded", "revenue_credited")
 NANOS_PER_HOUR = Decimal(3_600_000_000_000)
 CHARGE_QUANTUM = Decimal("1e-12")
 
@@ -154,12 +155,49 @@ def apply_funding(budget: Budget, operation_id: str, amount: Decimal) -> None:
     budget.last_operation = operation_id
 
 
+def revenue_amount(amount: Decimal) -> Decimal:
+    """Revenue as the budget holds it: 28 significant digits, then a picodollar like a charge.
+
+    A JSON number arrives as its exact binary value (0.1 is 0.1000000000000000055…); held
+    unrounded it would make `earned` and `remaining` round differently, as a charge would.
+    """
+    return _rounded(MONEY_CONTEXT.plus(amount))
+
+
+def credit(being: LiveBeing, amount: Decimal, source: str) -> Decimal | None:
+    """Journal and apply trusted revenue (spec §8.3); the amount credited, None if nothing.
+
+    The credit is a ledger entry with its own operation id, journaled before the save that
+    follows, so a resume applies a credit the saved budget missed exactly once.
+    """
+    if amount < 0:
+        raise StateError("revenue cannot be negative")
+    credited = revenue_amount(amount)
+    if credited <= 0:
+        return None
+    operation = new_operation_id()
+    event = events.revenue_credited(being.now(), being.state.cycle, credited, source)
+    event["operation_id"] = operation
+    being.journal(event)
+    apply_credit(being.state.budget, operation, credited)
+    return credited
+
+
+def apply_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
+    """Add revenue to `earned` and `remaining` and remember its operation."""
+    budget.earned = add(budget.earned, amount)
+    budget.remaining = add(budget.remaining, amount)
+    budget.last_operation = operation_id
+
+
 def apply_entry(budget: Budget, event: Event) -> None:
-    """Apply one journaled ledger entry (a debit, a funding or a refund) to the budget."""
+    """Apply one journaled ledger entry (a debit, a funding, a refund, a credit) to the budget."""
     operation = str(event["operation_id"])
     kind = event["type"]
     if kind == "cost_debited":
         apply_debit(budget, operation, _charge_of(event))
+    elif kind == "revenue_credited":
+        apply_credit(budget, operation, parse_money(event["amount"]))
     elif kind == "child_funded":
         apply_funding(budget, operation, parse_money(event["amount"]))
     elif kind == "child_refunded":

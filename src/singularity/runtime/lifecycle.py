@@ -22,11 +22,11 @@ from singularity.gateway.client import BramaClient
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.children import settle_unstarted_children, spawn_child_tools
-from singularity.storage.activity import Event
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
 from singularity.settings_check import Credentials, canonical_workspace, check_runtime
+from singularity.storage.activity import Event
 from singularity.timestamps import Clock, system_clock
 from singularity.tools.base import FunctionToolset, Toolset
 from singularity.tools.catalogue import Catalogue
@@ -74,6 +74,8 @@ class Runtime:
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     cycle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    failure: BramaError | None = None
+    """The permanent gateway error that ended the being's life, if any (decision 10)."""
 
     @classmethod
     def boot(
@@ -163,7 +165,15 @@ class Runtime:
 
     async def once(self) -> CycleReport:
         """Live exactly one cycle."""
-        return await live_cycle(self.life)
+        try:
+            return await live_cycle(self.life)
+        except BramaError as error:
+            self._note_permanent(error)
+            raise
+
+    def _note_permanent(self, error: BramaError) -> None:
+        if error.retry is RetryClass.PERMANENT:
+            self.failure = error
 
     async def apply_import(self, document_bytes: bytes) -> ImportReport:
         """Apply an import between cycles: merge, journal and save, as an offline import would."""
@@ -202,6 +212,7 @@ class Runtime:
                     report = await live_cycle(self.life)
             except BramaError as error:
                 if error.retry is RetryClass.PERMANENT:
+                    self._note_permanent(error)
                     raise
                 self._tolerate(error)
             except SingularityError as error:
@@ -209,7 +220,6 @@ class Runtime:
                     raise  # a write or fsync failure is fatal (decision 12)
                 self._tolerate(error)
             else:
-                lived += 1
                 log.info(
                     "cycle %d %s; balance %s USD, earned %s USD",
                     report.cycle,
@@ -219,6 +229,7 @@ class Runtime:
                 )
                 if report.status in ("budget_exhausted", "cancelled"):
                     break
+            lived += 1  # a cycle that failed and was tolerated counts too
             if max_cycles is not None and lived >= max_cycles:
                 break
             await self._sleep(self.settings.cycle_interval_secs)
@@ -235,7 +246,7 @@ class Runtime:
             pass
 
     async def shutdown(self) -> None:
-        """Stopping, then stopped or exhausted (spec §7.7)."""
+        """Stopping, then stopped or exhausted (spec §7.7); failed after a permanent error."""
         if self.closed:
             return
         self.closed = True
@@ -248,7 +259,10 @@ class Runtime:
                 being.save()
                 await self.gateway.aclose()
                 self.workspace.close()
-                state.status = "stopped" if solvent else "exhausted"
+                if self.failure is not None:
+                    state.status = "failed"
+                else:
+                    state.status = "stopped" if solvent else "exhausted"
                 being.journal(events.stopped(being.now(), state.cycle, state.status))
                 being.save()
         finally:

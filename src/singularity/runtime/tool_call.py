@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from singularity.domain import events
 from singularity.domain.records import ActionRecord, ToolCall
-from singularity.money import add
+from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.revenue import trusted_revenue
 from singularity.tools.base import Outcome
@@ -51,15 +51,13 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
     being.journal(events.tool_finished(at, state.cycle, name, outcome.status.value))
     amount = trusted_revenue(name, outcome.content)
     if amount is not None:
-        state.budget.earned = add(state.budget.earned, amount)
-        state.budget.remaining = add(state.budget.remaining, amount)
-        being.journal(events.revenue_credited(being.now(), state.cycle, amount, name))
+        ledger.credit(being, amount, name)
     being.save()
     return CallResult(name, outcome)
 
 
 def skip_tool_call(being: LiveBeing, call: ToolCall) -> None:
-    """Answer a call that will not run because the runtime is stopping (keeps the transcript valid)."""
+    """Answer a call that will not run because the runtime is stopping (no dangling call)."""
     being.state.conversation.append(
         {
             "role": "tool",

@@ -5,6 +5,10 @@ child claims it at its first boot by renaming it to `funding.claimed.json`; a pa
 resumes after a crash and finds a grant still unclaimed revokes it by renaming it to
 `funding.revoked.json` and takes the money back. Whichever rename happens first wins, so
 the money is always in exactly one place.
+
+Both are idempotent, because a process can die right after its rename: a child that
+claimed but never saved its state claims the same grant again at its next first boot,
+and a parent that revoked but never journaled the refund revokes (and refunds) again.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from singularity.storage import fsio
 GRANT = "funding.json"
 CLAIMED = "funding.claimed.json"
 REVOKED = "funding.revoked.json"
+TEMP_PREFIX = ".grant-"
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,7 @@ def write_grant(dir_fd: int, grant: Grant) -> None:
             "operation_id": grant.operation_id,
         }
     ).encode("utf-8")
-    fsio.replace_file(dir_fd, GRANT, data, temp_prefix=".grant-", point="funding")
+    fsio.replace_file(dir_fd, GRANT, data, temp_prefix=TEMP_PREFIX, point="funding")
 
 
 def _read(dir_fd: int, name: str) -> Grant:
@@ -63,15 +68,26 @@ def _rename(dir_fd: int, source: str, target: str) -> bool:
     return True
 
 
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def claim(dir_fd: int) -> Grant | None:
-    """Claim an unclaimed grant (a child's first boot); None when there is none."""
+    """Claim the grant (a child's first boot, before it has a state); None when there is none.
+
+    A grant this directory already claimed is claimed again: the child died before saving
+    the state that holds the money.
+    """
     try:
         if not _rename(dir_fd, GRANT, CLAIMED):
-            try:
-                os.stat(REVOKED, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
+            if _exists(dir_fd, REVOKED):
+                raise StateError("this child's funding was withdrawn by its parent")
+            if not _exists(dir_fd, CLAIMED):
                 return None
-            raise StateError("this child's funding was withdrawn by its parent")
         return _read(dir_fd, CLAIMED)
     except (OSError, ValueError, KeyError) as error:
         text = os_error_text(error) if isinstance(error, OSError) else str(error)
@@ -79,9 +95,13 @@ def claim(dir_fd: int) -> Grant | None:
 
 
 def revoke(dir_fd: int) -> Grant | None:
-    """Take back a grant nobody claimed; None when it was claimed (or never written)."""
+    """Take back a grant nobody claimed; None when it was claimed (or never written).
+
+    A grant already revoked is returned again: the caller knows from its journal whether
+    the refund was recorded.
+    """
     try:
-        if not _rename(dir_fd, GRANT, REVOKED):
+        if not _rename(dir_fd, GRANT, REVOKED) and not _exists(dir_fd, REVOKED):
             return None
         return _read(dir_fd, REVOKED)
     except (OSError, ValueError, KeyError) as error:

@@ -1,0 +1,166 @@
+"""What one tool call costs to persist: our durable path against a naive write, side by side.
+
+    .venv/bin/python -m bench.persistence [--calls 100] [--warmup 5] [--dir DIR]
+
+A tool call changes the state (an action record and a tool message, as
+`runtime/tool_call.py` does) and then persists it: the journal line and the state. For an
+empty being and for a full one (1000 memories of 16 KiB, a full conversation window of 400
+messages / 1 MiB), each call is measured twice, alternating which path goes first:
+
+- durable (ours): `ActivityLog.append` (write + fdatasync) then `LiveBeing.save` (archive
+  what left the window with an fsynced append, serialize, temp file, write, fsync, rename,
+  directory fsync);
+- naive baseline: the same JSON written with a plain `open(path, "w").write(...)` and the
+  same journal line with `open(path, "a").write(...)`, no fsync, no rename.
+
+Both include serializing the state; the serialization alone is reported too. Prints a table
+and writes the figures to `bench/results/persistence-<time>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import machine, make_being, state_bytes, summary, table, write_results
+from singularity.domain import events
+from singularity.domain.records import ActionRecord
+from singularity.jsoncodec import compact
+from singularity.runtime.being import LiveBeing
+
+TOOL = "singularity_memory_remember"
+
+
+def _tool_call(being: LiveBeing, index: int) -> dict[str, Any]:
+    """Change the state as one tool call does; the journal event it writes."""
+    state = being.state
+    at = being.now()
+    state.record_action(ActionRecord(cycle=state.cycle, tool=TOOL, status="success", at=at))
+    content = compact({"content": {"memory_id": f"m-{index}"}, "status": "success"})
+    state.conversation.append(
+        {"role": "tool", "content": content, "tool_call_id": f"call_{index}", "name": TOOL}
+    )
+    return events.tool_finished(at, state.cycle, TOOL, "success")
+
+
+def _durable(being: LiveBeing, event: dict[str, Any]) -> int:
+    started = time.perf_counter_ns()
+    being.journal(event)
+    being.save()
+    return time.perf_counter_ns() - started
+
+
+def _naive(being: LiveBeing, event: dict[str, Any], directory: Path) -> int:
+    started = time.perf_counter_ns()
+    with open(directory / "activity.jsonl", "a") as journal:
+        journal.write(compact(event) + "\n")
+    with open(directory / "state.json", "w") as state:
+        state.write(being.state.model_dump_json(indent=2))
+    return time.perf_counter_ns() - started
+
+
+def _encode(being: LiveBeing) -> int:
+    started = time.perf_counter_ns()
+    being.state.to_json()
+    return time.perf_counter_ns() - started
+
+
+def measure(kind: str, root: Path, calls: int, warmup: int) -> dict[str, Any]:
+    """Time `calls` tool calls' persistence on both paths for one kind of being."""
+    state_dir, naive_dir = root / f"{kind}-being", root / f"{kind}-naive"
+    naive_dir.mkdir()
+    being = make_being(state_dir, kind)
+    try:
+        durable_ns: list[int] = []
+        naive_ns: list[int] = []
+        encode_ns: list[int] = []
+        for index in range(warmup + calls):
+            event = _tool_call(being, index)
+            if index % 2:
+                naive = _naive(being, event, naive_dir)
+                durable = _durable(being, event)
+            else:
+                durable = _durable(being, event)
+                naive = _naive(being, event, naive_dir)
+            encode = _encode(being)
+            if index >= warmup:
+                durable_ns.append(durable)
+                naive_ns.append(naive)
+                encode_ns.append(encode)
+        size = state_bytes(state_dir)
+    finally:
+        being.close()
+    durable_stats, naive_stats = summary(durable_ns), summary(naive_ns)
+    return {
+        "being": kind,
+        "state_json_bytes": size,
+        "memories": len(being.state.mind.memories),
+        "window_messages": len(being.state.conversation),
+        "durable": durable_stats,
+        "naive": naive_stats,
+        "json_encode": summary(encode_ns),
+        "ratio_median": durable_stats["median_ms"] / naive_stats["median_ms"],
+        "ratio_p95": durable_stats["p95_ms"] / naive_stats["p95_ms"],
+    }
+
+
+def _size(size: int) -> str:
+    return f"{size / 1024:.1f} KiB" if size < 1 << 20 else f"{size / (1 << 20):.1f} MiB"
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    """The table printed at the end."""
+    headers = [
+        "being", "state.json", "durable median", "durable p95", "naive median", "naive p95",
+        "ratio median", "ratio p95", "JSON encode median",
+    ]
+    rows = [
+        [
+            r["being"],
+            _size(r["state_json_bytes"]),
+            f"{r['durable']['median_ms']:.2f} ms",
+            f"{r['durable']['p95_ms']:.2f} ms",
+            f"{r['naive']['median_ms']:.2f} ms",
+            f"{r['naive']['p95_ms']:.2f} ms",
+            f"{r['ratio_median']:.1f}x",
+            f"{r['ratio_p95']:.1f}x",
+            f"{r['json_encode']['median_ms']:.2f} ms",
+        ]
+        for r in results
+    ]
+    return table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.persistence", description=__doc__)
+    parser.add_argument("--calls", type=int, default=100, help="measured calls per being")
+    parser.add_argument("--warmup", type=int, default=5, help="unmeasured calls first")
+    parser.add_argument("--dir", type=Path, default=None, help="where the beings are written")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="singularity-bench-", dir=args.dir))
+    try:
+        environment = machine(root)
+        results = [measure(kind, root, args.calls, args.warmup) for kind in ("empty", "full")]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(render(results))
+    path = write_results(
+        "persistence",
+        {
+            "benchmark": "persistence",
+            "command": "python -m bench.persistence "
+            f"--calls {args.calls} --warmup {args.warmup}",
+            "machine": environment,
+            "results": results,
+        },
+    )
+    print(f"\nwritten to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
