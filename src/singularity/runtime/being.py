@@ -45,6 +45,12 @@ class LiveBeing:
     listeners: list[Callable[[Event], None]] = field(default_factory=list)
     """Called with every event after it is journaled (the terminal display, JSON logs)."""
     _sizes: dict[int, int] = field(default_factory=dict, repr=False)
+    broken: bool = False
+    """A write or fsync failed (decision 12): nothing is written to the state again.
+
+    Kept apart from `status`, which is also `failed` after a permanent gateway error;
+    that being's state is saved, and a being read back as `failed` can be saved again.
+    """
 
     def now(self) -> str:
         """The current time, rendered."""
@@ -58,7 +64,7 @@ class LiveBeing:
 
     def save(self) -> None:
         """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""
-        if self.state.status == "failed":
+        if self.broken:
             raise FatalIoError("the being failed earlier; its state is not written again")
         try:
             self._archive_overflow()
@@ -70,6 +76,7 @@ class LiveBeing:
 
     def fail(self) -> None:
         """Mark the being failed; the state file is not written again (decision 12)."""
+        self.broken = True
         self.state.status = "failed"
         with contextlib.suppress(FatalIoError):
             self.activity.append(events.stopped(self.now(), self.state.cycle, "failed"))

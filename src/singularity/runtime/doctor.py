@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from singularity.config import Settings
-from singularity.errors import ConfigurationError
+from singularity.errors import ConfigurationError, MostError
+from singularity.most.client import MostClient
 from singularity.gateway.client import BramaClient
 from singularity.runtime.lifecycle import gateway_auth
 from singularity.settings_check import check_runtime
@@ -28,4 +29,16 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         if model not in DOCTOR_SELECTORS and not model.startswith(TASK_PREFIX):
             if model not in await gateway.models():
                 raise ConfigurationError(f"configured Brama model is unavailable: {model}")
-    return {"brama_model": model, "las_tools": 0, "most": None, "ok": True}
+    most = None
+    if credentials.most_token is not None:
+        client = MostClient(
+            settings.most_url, credentials.most_token, timeout=settings.http_timeout_secs
+        )
+        try:
+            most = await client.health()
+        finally:
+            await client.aclose()
+        backends = most.get("backends")
+        if not backends or backends == "none":
+            raise MostError("Most has no send-capable backend")
+    return {"brama_model": model, "las_tools": 0, "most": most, "ok": True}

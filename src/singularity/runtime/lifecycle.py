@@ -19,6 +19,8 @@ from singularity.domain.mind_import import ImportDocument, ImportReport, merge, 
 from singularity.errors import BramaError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
+from singularity.most.client import MostClient
+from singularity.most.tools import most_tools
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.children import settle_unstarted_children, spawn_child_tools
@@ -76,6 +78,7 @@ class Runtime:
     cycle_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     failure: BramaError | None = None
     """The permanent gateway error that ended the being's life, if any (decision 10)."""
+    most: MostClient | None = None
 
     @classmethod
     def boot(
@@ -120,6 +123,12 @@ class Runtime:
                 temperature=settings.temperature,
             )
             toolsets = list(extra_toolsets(being)) if extra_toolsets else []
+            most = None
+            if credentials.most_token is not None:
+                most = MostClient(
+                    settings.most_url, credentials.most_token, timeout=settings.http_timeout_secs
+                )
+                toolsets.append(most_tools(most))
             toolsets += builtin_toolsets(being, settings, gateway, workspace)
             catalogue = Catalogue(toolsets)
         except BaseException:
@@ -142,6 +151,7 @@ class Runtime:
             stop_requested=runtime_stop.is_set,
         )
         runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
+        runtime.most = most
         state = being.state
         state.status = "running"
         being.journal(events.started(being.now()))
@@ -253,11 +263,13 @@ class Runtime:
         being = self.being
         state = being.state
         try:
-            if state.status != "failed":
+            if not being.broken:
                 solvent = state.budget.solvent and state.status != "exhausted"
                 state.status = "stopping"
                 being.save()
                 await self.gateway.aclose()
+                if self.most is not None:
+                    await self.most.aclose()
                 self.workspace.close()
                 if self.failure is not None:
                     state.status = "failed"
