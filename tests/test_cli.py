@@ -326,7 +326,7 @@ def test_show_json(tmp_path: Path, in_process: Callable[..., Result]) -> None:
 
 def test_show_missing_directory(tmp_path: Path) -> None:
     result = run(tmp_path, "show", "--state-dir", "nowhere")
-    assert result == Result(4, "", "singularity: state: no being state exists at nowhere\n")
+    assert result == Result(4, "", "singularity: state: no being state exists at nowhere/state.json\n")
     assert not (tmp_path / "nowhere").exists()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -14,7 +15,7 @@ from singularity.errors import StateError
 from singularity.runtime.catalogue import builtin_definitions
 from singularity.runtime.summary import summarize
 from singularity.runtime.verify import verify_state_dir
-from singularity.storage.statedir import peek_state
+from singularity.storage.statedir import STATE_FILE, peek_state
 
 
 @click.command()
@@ -25,7 +26,9 @@ def show(as_json: bool, **params: Any) -> None:
     settings = settings_from(params)
     state = peek_state(settings.state_dir)
     if state is None:
-        raise StateError(f"no being state exists at {settings.state_dir}")
+        raise StateError(
+            f"no being state exists at {os.path.join(settings.state_dir, STATE_FILE)}"
+        )
     summary = summarize(state)
     if as_json:
         print_json(summary)

@@ -66,7 +66,7 @@ def _check_entries(dir_fd: int) -> list[str]:
     problems = []
     for name in sorted(os.listdir(dir_fd)):
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        if TEMP_PATTERN.match(name):
+        if TEMP_PATTERN.fullmatch(name):
             problems.append(f"leftover temp file {name}")
         elif name in (STATE_FILE, ACTIVITY_FILE, "lock", "conversation.jsonl"):
             if not stat.S_ISREG(info.st_mode):

@@ -148,7 +148,7 @@ class StateDir:
         """Leftover temp files of our own naming that are regular files we own."""
         found = []
         for name in os.listdir(self.fd):
-            if not TEMP_PATTERN.match(name):
+            if not TEMP_PATTERN.fullmatch(name):
                 continue
             info = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
             if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid():
