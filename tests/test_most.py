@@ -42,7 +42,9 @@ class MostServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                server.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
+                server.requests.append(
+                    {"method": "GET", "path": self.path, "headers": dict(self.headers)}
+                )
                 if server.answer:
                     self._reply(*server.answer)
                     return
@@ -52,12 +54,19 @@ class MostServer:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length))
                 server.requests.append(
-                    {"method": "POST", "path": self.path, "headers": dict(self.headers), "body": body}
+                    {
+                        "method": "POST",
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": body,
+                    }
                 )
                 if server.answer:
                     self._reply(*server.answer)
                 elif self.path == "/v3/chats":
-                    self._reply(200, json.dumps({"id": CHAT_ID, "message": {"id": MESSAGE_ID}}).encode())
+                    self._reply(
+                        200, json.dumps({"id": CHAT_ID, "message": {"id": MESSAGE_ID}}).encode()
+                    )
                 else:
                     self._reply(200, json.dumps({"id": MESSAGE_ID, "status": "queued"}).encode())
 
@@ -90,7 +99,9 @@ def _call(server: MostServer, name: str, arguments: dict[str, Any]) -> Any:
 
 
 def test_the_tool_definitions_are_exact() -> None:
-    assert json.dumps([d.wire() for d in (HEALTH, CREATE_CHAT, SEND_MESSAGE)], separators=(",", ":")) == (
+    assert json.dumps(
+        [d.wire() for d in (HEALTH, CREATE_CHAT, SEND_MESSAGE)], separators=(",", ":")
+    ) == (
         '[{"type":"function","function":{"name":"most_health","description":"Check Most messaging '
         'readiness and active backends","parameters":{"type":"object","properties":{},"required":[],'
         '"additionalProperties":false}}},{"type":"function","function":{"name":"most_create_chat",'
@@ -115,8 +126,15 @@ def test_health_is_unauthenticated_and_defaults_missing_fields(most: MostServer)
 
 def test_create_chat_sends_the_contract_body_and_records_both_ids(most: MostServer) -> None:
     outcome = _call(
-        most, "most_create_chat",
-        {"from": "+15550001", "to": ["+15550002"], "text": "hello", "preferred_service": "SMS", "x": 1},
+        most,
+        "most_create_chat",
+        {
+            "from": "+15550001",
+            "to": ["+15550002"],
+            "text": "hello",
+            "preferred_service": "SMS",
+            "x": 1,
+        },
     )
     assert outcome.status is Status.SUCCESS
     assert (outcome.chat_id, outcome.message_id) == (CHAT_ID, MESSAGE_ID)
@@ -144,7 +162,10 @@ def test_send_message_uses_the_chat_path_and_keeps_the_given_chat_id(most: MostS
     [
         ({"to": ["a"], "text": "t"}, "missing field `from`"),
         ({"from": 1, "to": ["a"], "text": "t"}, "invalid type for `from`: expected a string"),
-        ({"from": "a", "to": "b", "text": "t"}, "invalid type for `to`: expected an array of strings"),
+        (
+            {"from": "a", "to": "b", "text": "t"},
+            "invalid type for `to`: expected an array of strings",
+        ),
     ],
 )
 def test_create_chat_decoding_failures_are_invalid_arguments(
@@ -152,7 +173,9 @@ def test_create_chat_decoding_failures_are_invalid_arguments(
 ) -> None:
     outcome = _call(most, "most_create_chat", arguments)
     assert (outcome.status, outcome.error_code, outcome.content) == (
-        Status.FAILED, "invalid_arguments", {"message": message},
+        Status.FAILED,
+        "invalid_arguments",
+        {"message": message},
     )
     assert most.requests == []
 
@@ -210,11 +233,16 @@ def test_each_status_class_maps_to_its_meaning_and_retry(
     [
         (b"not json", "most: invalid response JSON: "),
         (b"{}", "most: response missing /id"),
-        (json.dumps({"id": "zzz", "message": {"id": MESSAGE_ID}}).encode(), "most: invalid UUID at /id: "),
+        (
+            json.dumps({"id": "zzz", "message": {"id": MESSAGE_ID}}).encode(),
+            "most: invalid UUID at /id: ",
+        ),
         (json.dumps({"id": CHAT_ID}).encode(), "most: response missing /message/id"),
     ],
 )
-def test_malformed_success_bodies_are_permanent(most: MostServer, body: bytes, message: str) -> None:
+def test_malformed_success_bodies_are_permanent(
+    most: MostServer, body: bytes, message: str
+) -> None:
     most.answer = (200, body)
     outcome = _call(most, "most_create_chat", {"from": "a", "to": ["b"], "text": "c"})
     assert outcome.status is Status.INDETERMINATE

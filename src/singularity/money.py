@@ -9,7 +9,9 @@ from decimal import Decimal
 MONEY_CONTEXT = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
 ZERO = Decimal(0)
 # Plain ASCII decimals with a small exponent: nothing that renders as megabytes of digits.
-_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]{1,60}(?:\.[0-9]{0,60})?|\.[0-9]{1,60})(?:[eE][+-]?[0-9]{1,2})?")
+_DECIMAL_TEXT = re.compile(
+    r"[+-]?(?:[0-9]{1,60}(?:\.[0-9]{0,60})?|\.[0-9]{1,60})(?:[eE][+-]?[0-9]{1,2})?"
+)
 MAX_ADJUSTED_EXPONENT = 60
 
 

@@ -9,8 +9,8 @@ import click
 
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import print_json
-from singularity.errors import StateError
 from singularity.domain.mind_import import parse_import, read_import_file
+from singularity.errors import StateError
 from singularity.runtime.import_service import socket_path, submit
 from singularity.runtime.importing import import_offline
 

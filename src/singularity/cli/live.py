@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import runtime_options, settings_from
 from singularity.cli.display import json_lines, live_display
+from singularity.cli.options import runtime_options, settings_from
 from singularity.cli.output import print_json
 from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
 from singularity.errors import StateError

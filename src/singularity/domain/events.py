@@ -107,7 +107,7 @@ def stopped(at: str, cycle: int, status: str) -> Event:
 def child_funded(
     at: str, cycle: int, operation_id: str, child_id: str, amount: Decimal, record: dict[str, str]
 ) -> Event:
-    """Funds moved from the parent to a new child (decision 17); `record` rebuilds its ChildRecord."""
+    """Funds moved from the parent to a new child (decision 17); `record` restores its record."""
     return {
         "type": "child_funded",
         "at": at,

@@ -141,7 +141,9 @@ def open_being(
         )
         activity = ActivityLog.open(statedir.fd)
         if activity.repaired_bytes:
-            log.warning("cut a torn last line of %d bytes from activity.jsonl", activity.repaired_bytes)
+            log.warning(
+                "cut a torn last line of %d bytes from activity.jsonl", activity.repaired_bytes
+            )
         if statedir.removed_temps:
             log.warning("removed leftover temp files: %s", ", ".join(statedir.removed_temps))
     except BaseException:

@@ -6,8 +6,8 @@ from typing import Any
 
 from singularity.config import Settings
 from singularity.errors import ConfigurationError, MostError
-from singularity.most.client import MostClient
 from singularity.gateway.client import BramaClient
+from singularity.most.client import MostClient
 from singularity.runtime.lifecycle import gateway_auth
 from singularity.settings_check import check_runtime
 from singularity.tools.model_tool import SELECTORS, TASK_PREFIX
@@ -26,9 +26,9 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         timeout=settings.http_timeout_secs,
     ) as gateway:
         await gateway.health()
-        if model not in DOCTOR_SELECTORS and not model.startswith(TASK_PREFIX):
-            if model not in await gateway.models():
-                raise ConfigurationError(f"configured Brama model is unavailable: {model}")
+        selector = model in DOCTOR_SELECTORS or model.startswith(TASK_PREFIX)
+        if not selector and model not in await gateway.models():
+            raise ConfigurationError(f"configured Brama model is unavailable: {model}")
     most = None
     if credentials.most_token is not None:
         client = MostClient(
