@@ -297,9 +297,16 @@ SPAWN_STEPS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def zygote() -> Any:
+    starter = Zygote()
+    yield starter
+    starter.close()
+
+
 @pytest.mark.parametrize("step", SPAWN_STEPS)
 def test_a_kill_at_each_step_of_a_spawn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str, zygote: Zygote
 ) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ws").mkdir()
@@ -311,13 +318,10 @@ def test_a_kill_at_each_step_of_a_spawn(
         "child_command": ["/bin/true"],
         "arguments": {"name": "Kid", "ticker": "K", "specialty": "t", "budget": "3"},
     }
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.support.children_worker", "spawn",
-         f"{name}=kill@{nth}", json.dumps(document)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-        timeout=120, check=False,
-    )
-    assert result.returncode == -signal.SIGKILL, result.stderr.decode()[-2000:]
+    log = tmp_path / "worker.log"
+    pid = zygote.start(["--worker", "spawn", f"{name}=kill@{nth}", json.dumps(document)],
+                       tmp_path, dict(os.environ), log)
+    assert zygote.wait(pid) == -signal.SIGKILL, log.read_text()[-2000:]
     _resume(flags["brama_url"])
     fates = check_money(tmp_path, step)
     state = state_json(tmp_path / "parent")

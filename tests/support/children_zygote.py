@@ -8,6 +8,7 @@ program, then for each request forks a process that runs the real command line
 Protocol, one JSON object a line on stdin, one answer a line on stdout:
   {"start": [argv...], "cwd": dir, "env": {...}, "log": path}  ->  {"pid": N}
   {"wait": N}                                                   ->  {"status": code or -signal}
+An argv that starts with `--worker` runs `support/children_worker.py` with the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import sys
 
 import singularity.cli.main as cli_main
+from tests.support import children_worker
 
 
 def _child(argv: list[str], cwd: str, env: dict[str, str], log: str) -> None:
@@ -29,8 +31,12 @@ def _child(argv: list[str], cwd: str, env: dict[str, str], log: str) -> None:
         err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         for source, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(source, target)
-        sys.argv = ["singularity", *argv]
-        cli_main.main()
+        if argv[:1] == ["--worker"]:
+            sys.argv = ["children_worker", *argv[1:]]
+            children_worker.main()
+        else:
+            sys.argv = ["singularity", *argv]
+            cli_main.main()
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1

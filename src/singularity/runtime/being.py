@@ -45,6 +45,8 @@ class LiveBeing:
     listeners: list[Callable[[Event], None]] = field(default_factory=list)
     """Called with every event after it is journaled (the terminal display, JSON logs)."""
     _sizes: dict[int, int] = field(default_factory=dict, repr=False)
+    overlay: dict[int, ChatMessage] = field(default_factory=dict, repr=False)
+    """Real contents of concealed messages, sent to the model during the current cycle only."""
     broken: bool = False
     """A write or fsync failed (decision 12): nothing is written to the state again.
 
@@ -73,6 +75,14 @@ class LiveBeing:
         except FatalIoError:
             self.fail()
             raise
+
+    def conceal(self, saved: ChatMessage, real: ChatMessage) -> None:
+        """Keep `saved` (concealed) in the conversation; send `real` until the cycle ends."""
+        self.overlay[id(saved)] = real
+
+    def revealed(self, message: ChatMessage) -> ChatMessage:
+        """The message as the model may see it in this cycle."""
+        return self.overlay.get(id(message), message)
 
     def fail(self) -> None:
         """Mark the being failed; the state file is not written again (decision 12)."""

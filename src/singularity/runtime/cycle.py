@@ -22,9 +22,10 @@ from singularity.mind.prompt import system_message_text
 from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
+from singularity.runtime.extension import Extension
 from singularity.runtime.tool_call import execute_tool_call, skip_tool_call
 from singularity.tools.base import ToolDefinition
-from singularity.tools.catalogue import Catalogue
+from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue
 
 CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "cancelled"]
 ROUND_LIMIT_WARNING = "maximum tool rounds reached"
@@ -91,6 +92,7 @@ class Life:
     prices: ledger.Prices
     limits: CycleLimits
     stop_requested: Callable[[], bool] = lambda: False
+    extensions: Sequence[Extension] = ()
 
     def report(self, status: CycleStatus, actions: list[str], final: str | None) -> CycleReport:
         """A report of the being's current numbers."""
@@ -110,15 +112,15 @@ class Life:
 
 def request_messages(life: Life) -> list[ChatMessage]:
     """The system message from the mind, then the conversation that fits the context."""
-    state = life.being.state
-    system: ChatMessage = {"role": "system", "content": system_message_text(state.mind)}
-    budget = life.limits.context_tokens
-    return [system, *select_context(state.conversation, budget)]
+    being = life.being
+    text = system_message_text(being.state.mind)
+    text += "".join(extension.prompt_section() for extension in life.extensions)
+    system: ChatMessage = {"role": "system", "content": text}
+    visible = [being.revealed(message) for message in being.state.conversation]
+    return [system, *select_context(visible, life.limits.context_tokens)]
 
 
-def _reservation(
-    life: Life, messages: list[ChatMessage], extra_bytes: int = 0
-) -> ledger.Charge:
+def _reservation(life: Life, messages: list[ChatMessage], extra_bytes: int = 0) -> ledger.Charge:
     prompt_bytes = len(compact(messages).encode("utf-8", "surrogatepass"))
     prompt_bytes += len(compact(life.catalogue.wire()).encode("utf-8")) + extra_bytes
     return ledger.worst_case(
@@ -143,6 +145,29 @@ def can_afford_cycle(life: Life) -> bool:
     return ledger.can_cover(life.being.state.budget, reservation)
 
 
+def _concealed(life: Life, assistant: ChatMessage) -> ChatMessage:
+    """The assistant message to save: private tools' arguments replaced, the real one overlaid."""
+    calls = assistant.get("tool_calls", [])
+    if not any(life.catalogue.is_private(call["function"]["name"]) for call in calls):
+        return assistant
+    saved: ChatMessage = {"role": "assistant", "content": assistant.get("content", "")}
+    saved["tool_calls"] = [
+        {
+            "id": call["id"],
+            "type": call["type"],
+            "function": {
+                "name": call["function"]["name"],
+                "arguments": compact({"omitted": PRIVATE_PLACEHOLDER}),
+            },
+        }
+        if life.catalogue.is_private(call["function"]["name"])
+        else call
+        for call in calls
+    ]
+    life.being.conceal(saved, assistant)
+    return saved
+
+
 def _tool_call_messages(completion: Any) -> list[ToolCall]:
     return [call.wire() for call in completion.tool_calls]
 
@@ -153,6 +178,9 @@ async def live_cycle(life: Life) -> CycleReport:
     if not can_afford_cycle(life):
         state.status = "exhausted"
         return life.report("budget_exhausted", [], None)
+    being.overlay.clear()  # what was private in the last cycle is not sent again
+    for extension in life.extensions:
+        await extension.before_cycle()
     state.cycle += 1
     being.journal(events.cycle_started(being.now(), state.cycle))
     state.conversation.extend(opening_messages(life, state.cycle))
@@ -189,7 +217,7 @@ async def live_cycle(life: Life) -> CycleReport:
         assistant: ChatMessage = {"role": "assistant", "content": completion.content}
         if calls:
             assistant["tool_calls"] = calls
-        state.conversation.append(assistant)
+        state.conversation.append(_concealed(life, assistant))
         if not calls:
             being.save()
             return life.report("completed", actions, completion.content)

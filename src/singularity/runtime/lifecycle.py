@@ -25,6 +25,7 @@ from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.children import settle_unstarted_children, spawn_child_tools
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
+from singularity.runtime.extension import Extension
 from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
 from singularity.settings_check import Credentials, canonical_workspace, check_runtime
@@ -79,6 +80,7 @@ class Runtime:
     failure: BramaError | None = None
     """The permanent gateway error that ended the being's life, if any (decision 10)."""
     most: MostClient | None = None
+    extensions_started: bool = False
 
     @classmethod
     def boot(
@@ -89,6 +91,7 @@ class Runtime:
         clock: Clock = system_clock,
         extra_toolsets: Callable[[LiveBeing], list[Toolset]] | None = None,
         watchers: Sequence[Callable[[LiveBeing], Callable[[Event], None]]] = (),
+        extensions: Callable[[LiveBeing], Sequence[Extension]] | None = None,
     ) -> Runtime:
         """Validate, open the being, reconcile, build its tools, save it `running`."""
         credentials = check_runtime(settings)
@@ -130,6 +133,9 @@ class Runtime:
                 )
                 toolsets.append(most_tools(most))
             toolsets += builtin_toolsets(being, settings, gateway, workspace)
+            parts = list(extensions(being)) if extensions else []
+            for part in parts:
+                toolsets += part.toolsets()
             catalogue = Catalogue(toolsets)
         except BaseException:
             being.close()
@@ -149,6 +155,7 @@ class Runtime:
             ledger.Prices.from_settings(settings),
             limits,
             stop_requested=runtime_stop.is_set,
+            extensions=parts,
         )
         runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
         runtime.most = most
@@ -173,10 +180,21 @@ class Runtime:
         """Ask the being to stop at the next safe point."""
         self.stop_event.set()
 
+    async def _live_one(self) -> CycleReport:
+        """One cycle with the extensions' hooks around it."""
+        if not self.extensions_started:
+            self.extensions_started = True
+            for extension in self.life.extensions:
+                await extension.at_boot()
+        report = await live_cycle(self.life)
+        for extension in self.life.extensions:
+            await extension.after_cycle(report)
+        return report
+
     async def once(self) -> CycleReport:
         """Live exactly one cycle."""
         try:
-            return await live_cycle(self.life)
+            return await self._live_one()
         except BramaError as error:
             self._note_permanent(error)
             raise
@@ -219,7 +237,7 @@ class Runtime:
         while not self.stop_event.is_set() and (max_cycles is None or lived < max_cycles):
             try:
                 async with self.cycle_lock:
-                    report = await live_cycle(self.life)
+                    report = await self._live_one()
             except BramaError as error:
                 if error.retry is RetryClass.PERMANENT:
                     self._note_permanent(error)
@@ -267,6 +285,8 @@ class Runtime:
                 solvent = state.budget.solvent and state.status != "exhausted"
                 state.status = "stopping"
                 being.save()
+                for extension in self.life.extensions:
+                    await extension.at_stop()
                 await self.gateway.aclose()
                 if self.most is not None:
                     await self.most.aclose()

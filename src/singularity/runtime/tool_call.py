@@ -11,7 +11,7 @@ from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.revenue import trusted_revenue
 from singularity.tools.base import Outcome
-from singularity.tools.catalogue import Catalogue, tool_message
+from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue, tool_message
 
 log = logging.getLogger(__name__)
 CANCELLED_CONTENT = (
@@ -47,7 +47,14 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
     message = tool_message(call["id"], name, outcome)
     if message.rejection is not None:
         log.warning("output of %s rejected by the boundary: %s", name, message.rejection)
-    state.conversation.append(message.message)
+    if catalogue.is_private(name):
+        saved = tool_message(
+            call["id"], name, Outcome(outcome.status, PRIVATE_PLACEHOLDER, outcome.error_code)
+        ).message
+        being.conceal(saved, message.message)
+        state.conversation.append(saved)
+    else:
+        state.conversation.append(message.message)
     being.journal(events.tool_finished(at, state.cycle, name, outcome.status.value))
     amount = trusted_revenue(name, outcome.content)
     if amount is not None:

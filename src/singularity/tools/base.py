@@ -31,6 +31,8 @@ class ToolDefinition:
     name: str
     description: str
     parameters: JsonObject
+    private: bool = False
+    """Arguments and results stay out of saved state (the private journal's tools)."""
 
     def wire(self) -> JsonObject:
         """The OpenAI `tools` entry for this definition."""

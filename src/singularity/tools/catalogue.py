@@ -17,6 +17,7 @@ from singularity.tools.boundary import BoundaryRejection, check_output
 # `\Z`, not `$`: `$` also matches before a final newline, which would let `name\n` in.
 TOOL_NAME = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 REJECTED_CONTENT = '{"error_code":"sensitive_output_rejected","status":"failed"}'
+PRIVATE_PLACEHOLDER = "[private journal content omitted]"
 
 
 def _refuse_constant(name: str) -> object:
@@ -53,6 +54,10 @@ class Catalogue:
     def wire(self) -> list[dict[str, Any]]:
         """The `tools` array of a completion request."""
         return [definition.wire() for definition in self._definitions]
+
+    def is_private(self, name: str) -> bool:
+        """Whether the named tool's arguments and results must stay out of saved state."""
+        return any(d.name == name and d.private for d in self._definitions)
 
     def __contains__(self, name: object) -> bool:
         return name in self._routes
