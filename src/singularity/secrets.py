@@ -15,11 +15,15 @@ class Secret:
 
     value: str = field(repr=False)
 
+    def reveal(self) -> str:
+        """The secret text; call only where it is used."""
+        return self.value
+
     def __str__(self) -> str:
-        return "<secret>"
+        return "<redacted>"
 
     def __repr__(self) -> str:
-        return "Secret(<hidden>)"
+        return "Secret('<redacted>')"
 
 
 def os_error_text(error: OSError) -> str:

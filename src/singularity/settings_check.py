@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from singularity.config import Settings, finite
 from singularity.domain.identity import HEX_FIELDS, IDENTIFIER_FIELDS, is_hex64, is_identifier
 from singularity.errors import ConfigurationError
+from singularity.jsoncodec import loads_strict
 from singularity.secrets import Secret, os_error_text, read_secret_file
 
 MAX_STIMULUS_BYTES = 65536
@@ -101,6 +102,20 @@ def check_las(settings: Settings) -> None:
         raise ConfigurationError("LAS release watermark must be an absolute path")
 
 
+def check_skills_file(settings: Settings) -> None:
+    """The skills file, when given, must be readable JSON (its shape is checked at boot)."""
+    path = settings.skills_file
+    if path is None:
+        return
+    try:
+        with open(path, "rb") as handle:
+            loads_strict(handle.read())
+    except OSError as error:
+        raise ConfigurationError(f"skills file {path}: {os_error_text(error)}") from None
+    except (ValueError, RecursionError) as error:
+        raise ConfigurationError(f"skills file {path}: not valid JSON: {error}") from None
+
+
 def check_identity(settings: Settings) -> None:
     """Steps 9 and 10: identifiers and hex digests."""
     for name, label in IDENTIFIER_FIELDS:
@@ -133,14 +148,22 @@ def check_url(url: str, variable: str) -> None:
 
 
 def is_loopback_url(url: str) -> bool:
-    """Whether the URL's host is `localhost` or a loopback address."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
+    """True when the URL's host is `localhost` or a loopback address (127.0.0.0/8, ::1)."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        host = urlsplit(url).hostname
     except ValueError:
         return False
+    if not host:
+        return False
+    if host.rstrip(".").lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
 
 
 def brama_credentials(settings: Settings) -> tuple[AuthMode, Secret | None]:
@@ -169,6 +192,7 @@ def check_runtime(settings: Settings) -> Credentials:
     canonical_workspace(settings.workspace)
     check_numbers(settings)
     check_las(settings)
+    check_skills_file(settings)
     check_identity(settings)
     check_url(settings.brama_url, "BRAMA_BASE_URL")
     mode, secret = brama_credentials(settings)

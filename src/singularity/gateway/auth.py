@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from singularity.errors import BramaError, RetryClass
+from singularity.secrets import Secret as Secret
 
 HEADER_AGENT_ID: Final = "x-agent-id"
 HEADER_TIMESTAMP: Final = "x-agent-timestamp"
@@ -24,33 +25,6 @@ HEADER_SIGNATURE: Final = "x-agent-signature"
 SIGNED_HEADERS: Final = (HEADER_AGENT_ID, HEADER_TIMESTAMP, HEADER_BODY_SHA256, HEADER_SIGNATURE)
 DEFAULT_WINDOW_SECONDS: Final = 300
 _MAX_TIMESTAMP_DIGITS: Final = 20
-
-
-class Secret:
-    """A secret string whose repr and str never show the value."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The secret value; call only where it is used."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('<redacted>')"
-
-    def __str__(self) -> str:
-        return "<redacted>"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Secret):
-            return NotImplemented
-        return hmac.compare_digest(self._value.encode(), other._value.encode())
-
-    def __hash__(self) -> int:
-        return hash(hashlib.sha256(self._value.encode()).digest())
 
 
 def is_header_safe(value: str) -> bool:

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import ipaddress
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -36,6 +34,7 @@ from singularity.errors import BramaError, RetryClass
 from singularity.gateway.auth import Auth, is_header_safe
 from singularity.gateway.wire import Completion, completion_body, parse_completion
 from singularity.jsoncodec import loads_strict
+from singularity.settings_check import is_loopback_url as is_loopback_url
 from singularity.tools.base import ToolDefinition
 
 HEALTH_PATH: Final = "health"
@@ -44,25 +43,6 @@ COMPLETIONS_PATH: Final = "v1/chat/completions"
 ERROR_BODY_CHARS: Final = 800
 DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-
-def is_loopback_url(url: str) -> bool:
-    """True when the URL's host is `localhost` or a loopback address (127.0.0.0/8, ::1)."""
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return False
-    if not host:
-        return False
-    if host.rstrip(".").lower() == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
-    return address.is_loopback
 
 
 def resolve_endpoint(base_url: str, reference: str) -> str:

@@ -125,7 +125,8 @@ def _scalar_size(value: object) -> int:
         if not value.is_finite():
             raise BoundaryRejection("number is not finite")
         exponent = value.as_tuple().exponent
-        assert isinstance(exponent, int)  # finite decimals have an integer exponent
+        if not isinstance(exponent, int):  # only non-finite decimals have a letter here
+            raise BoundaryRejection("number is not finite")
         if (value != 0 and value.adjusted() >= MAX_OUTPUT_BYTES) or -exponent >= MAX_OUTPUT_BYTES:
             raise _reject_size()  # its plain rendering alone is too long
         return len(render_money(value)) + 2  # serialized as a JSON string of ASCII digits
