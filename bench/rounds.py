@@ -1,7 +1,7 @@
 """Durable rounds per second: our runtime against LangGraph's agent, side by side.
 
     .venv/bin/python -m bench.rounds [--rounds 100] [--repeats 3]
-                                     [--durability sync,async] [--no-langgraph]
+                                     [--durability sync,async,exit] [--no-langgraph]
 
 One round is a model round trip to the loopback scripted server (zero think time), one
 tool call (`singularity_memory_remember`) and everything persisted for them. The scenario
@@ -13,8 +13,10 @@ Setup (creating the being, booting) is not timed.
   per round journals the reservation, the completion and the debit, runs the tool, journals
   it and saves the state, every append fdatasynced and every save fsynced with its directory;
 - LangGraph (`bench/langgraph_rounds.py`, needs the `bench` extra): the prebuilt agent with
-  its SQLite checkpointer, once with `durability="sync"` (each step's checkpoint committed
-  before the next step) and once with LangGraph's default `"async"`.
+  its SQLite checkpointer, with `durability="sync"` (each step's checkpoint committed before
+  the next step: the durable comparison), with LangGraph's default `"async"` (committed
+  while the next step runs), and with `"exit"` (one checkpoint when the run ends, so not
+  durable per step: it shows what LangGraph costs before persistence).
 
 Both run against the same `ScriptedServer` in this process, for a fresh and for a full being
 (1000 memories of 16 KiB, a full window of 400 messages / 1 MiB), repeats interleaved.
@@ -98,13 +100,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     }
     versions: dict[str, str] = {}
     sqlite: dict[str, Any] = {}
+    sdk_share: dict[str, dict[str, list[float]]] = {kind: {} for kind in KINDS}
     if not args.no_langgraph:
         from bench import langgraph_rounds
 
         versions = langgraph_rounds.versions()
         for durability in args.durability.split(","):
             runners[f"langgraph-{durability}"] = _langgraph_runner(
-                langgraph_rounds, durability, args.rounds, sqlite
+                langgraph_rounds, durability, args.rounds, sqlite, sdk_share
             )
     seconds: dict[str, dict[str, list[float]]] = {k: {n: [] for n in runners} for k in KINDS}
     request_kib: dict[str, dict[str, float]] = {k: {} for k in KINDS}
@@ -129,21 +132,34 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                               " rounds/s", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return _results(args, seconds, request_kib, environment, versions, sqlite)
+    document = _results(args, seconds, request_kib, environment, versions, sqlite)
+    for result in document["results"]:
+        shares = sdk_share[result["being"]]
+        result["langgraph_openai_sdk_share_median"] = {
+            name: statistics.median(values) for name, values in shares.items()
+        }
+    return document
 
 
 def _langgraph_runner(
-    module: Any, durability: str, rounds: int, sqlite: dict[str, Any]
+    module: Any,
+    durability: str,
+    rounds: int,
+    sqlite: dict[str, Any],
+    sdk_share: dict[str, dict[str, list[float]]],
 ) -> Callable[[Path, ScriptedServer, str], float]:
+    name = f"langgraph-{durability}"
+
     def run(directory: Path, server: ScriptedServer, kind: str) -> float:
         being = module.LangGraphBeing(directory, server.url, kind, durability)
         try:
             sqlite.update(being.sqlite_settings())
             server.add(*script(rounds))
-            elapsed: float = being.live(OPENING)
+            elapsed, preparing = being.live(OPENING)
         finally:
             being.close()
-        return elapsed
+        sdk_share[kind].setdefault(name, []).append(preparing / elapsed)
+        return float(elapsed)
 
     return run
 
@@ -188,11 +204,15 @@ def _results(
 
 def render(document: dict[str, Any]) -> str:
     """The table printed at the end: one row per being and side."""
-    headers = ["being", "side", "rounds/s", "ms/round", "ours ÷ this", "request KiB"]
+    headers = [
+        "being", "side", "rounds/s", "ms/round", "ours ÷ this", "request KiB", "in OpenAI SDK"
+    ]
     rows = []
     for result in document["results"]:
+        shares = result.get("langgraph_openai_sdk_share_median", {})
         for name, rate in result["rounds_per_second_median"].items():
             ratio = result["ratio"].get(f"singularity/{name}")
+            share = shares.get(name)
             rows.append(
                 [
                     result["being"],
@@ -201,6 +221,7 @@ def render(document: dict[str, Any]) -> str:
                     f"{1000 / rate:.1f}",
                     "—" if ratio is None else f"{ratio:.2f}x",
                     f"{result['request_kib_mean'][name]:.0f}",
+                    "—" if share is None else f"{share:.0%}",
                 ]
             )
     return table(headers, rows)
@@ -211,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=100, help="tool rounds per run")
     parser.add_argument("--repeats", type=int, default=3, help="runs per being and side")
     parser.add_argument(
-        "--durability", default="sync,async", help="LangGraph durability modes to run"
+        "--durability", default="sync,async,exit", help="LangGraph durability modes to run"
     )
     parser.add_argument("--no-langgraph", action="store_true", help="only our runtime")
     parser.add_argument("--dir", type=Path, default=None, help="where the beings are written")

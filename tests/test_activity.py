@@ -98,6 +98,25 @@ LINES: list[tuple[events.Event, bytes]] = [
         b'"child_id":"c-1","amount":"2.50"}\n',
     ),
     (
+        events.journal_entry_added(AT, 4, "e-1", "calm", False),
+        b'{"type":"journal_entry_added","at":"2026-01-02T03:04:05.123Z","cycle":4,"id":"e-1",'
+        b'"mood":"calm","redacted":false}\n',
+    ),
+    (
+        events.journal_recalled(AT, 4, 5, ["e-1", "e-2"]),
+        b'{"type":"journal_recalled","at":"2026-01-02T03:04:05.123Z","cycle":4,"k":5,'
+        b'"ids":["e-1","e-2"]}\n',
+    ),
+    (
+        events.journal_promoted(AT, 4, "e-1", "reasonlog", "reasonlog:r-1"),
+        b'{"type":"journal_promoted","at":"2026-01-02T03:04:05.123Z","cycle":4,"id":"e-1",'
+        b'"target":"reasonlog","ref":"reasonlog:r-1"}\n',
+    ),
+    (
+        events.journal_purged(AT, 4, 3),
+        b'{"type":"journal_purged","at":"2026-01-02T03:04:05.123Z","cycle":4,"count":3}\n',
+    ),
+    (
         events.stopped(AT, 9, "failed"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
     ),

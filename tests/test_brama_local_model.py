@@ -11,7 +11,6 @@ import pytest
 
 from singularity.gateway import local_model
 from singularity.gateway.local_model import (
-    BadToolChoice,
     ChatRequest,
     ContextOverflow,
     LocalModel,
@@ -94,12 +93,15 @@ def test_decoding_policy() -> None:
     for name, (request, mode, count) in cases.items():
         chosen, tools = choose_mode(request)
         assert (chosen, len(tools)) == (mode, count), name
-    with pytest.raises(BadToolChoice):
-        choose_mode(ChatRequest([FRAMING], TOOLS, {"function": {"name": "nope"}}))
+    assert choose_mode(ChatRequest([FRAMING], TOOLS, {"function": {"name": "nope"}}))[1] == TOOLS
 
 
 def test_prompt_rendering_shows_calls_and_results() -> None:
-    call = {"id": "c1", "type": "function", "function": {"name": "recall", "arguments": '{"query":"sea"}'}}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "recall", "arguments": '{"query":"sea"}'},
+    }
     messages = [
         SYSTEM,
         FRAMING,
@@ -123,16 +125,27 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
     listed = local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS), "call")
     assert listed.startswith(SYSTEM["content"] + "\n\nYou can use these tools:\n")
     assert "- remember(kind: string, text: string): Persist a memory" in listed
-    assert local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS), "text") == SYSTEM["content"]
+    assert (
+        local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS), "text") == SYSTEM["content"]
+    )
 
 
 def test_bounded_schemas_admit_only_what_the_original_admits() -> None:
-    schema = bounded(WRITE.parameters)
+    schema = bounded(WRITE.parameters, 50)
     assert schema["properties"]["path"] == {"type": "string", "maxLength": 40, "minLength": 1}
     assert schema["properties"]["lines"]["maxItems"] == local_model.ARRAY_CAP
-    assert schema["properties"]["lines"]["items"]["maxLength"] == local_model.STRING_CAP
+    assert schema["properties"]["lines"]["items"]["maxLength"] == 50
     assert bounded(SWITCH.parameters)["properties"]["model"] == SWITCH.parameters["properties"]["model"]
     assert WRITE.parameters["properties"]["path"] == {"type": "string", "maxLength": 40}
+    # Free-form objects become {}, and a value of any shape becomes a short string.
+    loose = bounded({"type": "object", "properties": {"x": {}, "o": {"type": "object"}}}, 9)
+    assert loose["properties"]["x"] == {"type": "string", "maxLength": 9, "minLength": 1}
+    assert loose["properties"]["o"] == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+    assert loose["additionalProperties"] is False
     single = call_schema([RECALL])
     assert single["properties"]["name"] == {"const": "recall"}
     assert [option["properties"]["name"]["const"] for option in call_schema(TOOLS)["anyOf"]] == [
@@ -141,6 +154,21 @@ def test_bounded_schemas_admit_only_what_the_original_admits() -> None:
         "switch_model",
         "file_write",
     ]
+
+
+def test_string_caps_shrink_so_that_the_longest_call_fits_the_budget() -> None:
+    for budget in (64, 96, 256, 1024):
+        for tool in TOOLS:
+            arguments = call_schema([tool], budget)["properties"]["arguments"]
+            strings, other = local_model.worst_case(arguments)
+            caps = [
+                p.get("maxLength", p.get("items", {}).get("maxLength"))
+                for p in arguments["properties"].values()
+            ]
+            cap = max(c for c in caps if c is not None)
+            assert cap <= local_model.STRING_CAP
+            if cap > local_model.MIN_STRING:
+                assert strings * cap + other + len(tool.name) + 30 <= budget, (budget, tool.name)
 
 
 def test_parse_call() -> None:
@@ -169,7 +197,11 @@ def model() -> Iterator[LocalModel]:
 
 def test_the_real_model_calls_offered_tools_with_valid_arguments(model: LocalModel) -> None:
     schemas = {tool.name: tool.parameters for tool in TOOLS}
-    for tools, choice in ((TOOLS, None), ([WRITE], "required"), (TOOLS, {"function": {"name": "switch_model"}})):
+    for tools, choice in (
+        (TOOLS, None),
+        ([WRITE], "required"),
+        (TOOLS, {"function": {"name": "switch_model"}}),
+    ):
         request = ChatRequest([SYSTEM, FRAMING], tools, choice, 2048, 0.2)
         result = model.complete(request)
         assert (result.finish_reason, result.content) == ("tool_calls", None)
@@ -183,7 +215,11 @@ def test_the_real_model_calls_offered_tools_with_valid_arguments(model: LocalMod
 
 
 def test_the_real_model_answers_in_text_after_a_tool_result(model: LocalModel) -> None:
-    call = {"id": "c1", "type": "function", "function": {"name": "recall", "arguments": '{"query":"sea"}'}}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "recall", "arguments": '{"query":"sea"}'},
+    }
     messages = [
         SYSTEM,
         FRAMING,
@@ -198,12 +234,12 @@ def test_the_real_model_answers_in_text_after_a_tool_result(model: LocalModel) -
 
 
 def test_context_overflow_drops_old_turns_then_refuses() -> None:
-    small = LocalModel(LocalSettings(n_ctx=512, max_tokens=32, max_text_chars=80))
-    history = [{"role": "user", "content": f"Fact {i}: the sea is blue."} for i in range(120)]
-    trimmed = small.complete(ChatRequest([SYSTEM, *history], (), None, 32, 0.0))
+    small = LocalModel(LocalSettings(n_ctx=256, max_tokens=16, max_text_chars=40))
+    history = [{"role": "user", "content": f"Fact {i}: the sea is blue."} for i in range(200)]
+    trimmed = small.complete(ChatRequest([SYSTEM, *history], (), None, 16, 0.0))
     assert trimmed.finish_reason in ("stop", "length")
-    assert trimmed.prompt_tokens + 32 <= 512
-    with pytest.raises(ContextOverflow, match="context window holds 512"):
+    assert 128 < trimmed.prompt_tokens <= 256 - 16
+    with pytest.raises(ContextOverflow, match="context window holds 256"):
         small.complete(ChatRequest([SYSTEM, {"role": "user", "content": "sea " * 2000}]))
 
 

@@ -55,9 +55,11 @@ from tests.support.children_procs import (
 )
 
 SPAWN = children.SPAWN_CHILD.name
-# Tokens cost 100 USD per million: a being's first call costs about 0.09 USD and reserves
-# about 0.4 USD, so a child funded with 1 USD lives a handful of cycles, then is exhausted.
-PRICES = {"input_price": "100", "output_price": "0", "instance_price": "1"}
+# The gateway reports 100 completion tokens for every answer: at 1000 USD per million a
+# call costs 0.1 USD (and a millionth for its prompt), about what the runtime reserves
+# for it, so a child funded with 0.5 USD lives four cycles whatever the prompt's size.
+PRICES = {"input_price": "0.01", "output_price": "1000", "instance_price": "0"}
+COMPLETION_TOKENS = 100
 
 
 def _flags(server_url: str, **extra: str) -> dict[str, str]:
@@ -70,7 +72,7 @@ def _flags(server_url: str, **extra: str) -> dict[str, str]:
         "agent_ticker": "PAR",
         "starting_balance": "5",
         "cycle_interval_secs": "0",
-        "max_tokens": "64",
+        "max_tokens": str(COMPLETION_TOKENS),
         "max_tool_rounds": "4",
         "http_timeout_secs": "60",
         "brama_url": server_url,
@@ -84,7 +86,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
 
     def plan(name: str, number: int) -> Turn | None:
         if name == "Parent" and number == 0:
-            return spawn_turn("Kid", "KID", "testing", "1")
+            return spawn_turn("Kid", "KID", "testing", "0.5")
         if name == "Kid" and number == 0:
             release.wait(90)  # hold the child in its first model call while we look at it
             return Turn.text("first thought")
@@ -92,7 +94,8 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
 
     tag = new_tag()
     env = clean_environment(tag)
-    with FamilyGateway(plan) as gateway, family_reaper(tag):
+    with FamilyGateway(plan, completion_tokens=COMPLETION_TOKENS) as gateway, \
+            family_reaper(tag):
         try:
             result = run_cli(
                 "once", _flags(gateway.url), env=env, cwd=tmp_path, log=tmp_path / "parent.log"
@@ -119,7 +122,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             [entry] = tree
             assert (entry["id"], entry["name"], entry["ticker"]) == (record["id"], "Kid", "KID")
             assert (entry["alive"], entry["status"], entry["cycle"]) == (True, "running", 1)
-            assert entry["balance_usd"] == entry["starting_usd"] == "1"
+            assert entry["balance_usd"] == entry["starting_usd"] == "0.5"
         finally:
             release.set()
         wait_for(lambda: not tagged_pids(tag), 90, "the child to stop")
@@ -132,12 +135,12 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             "Kid", "KID", "testing",
         )
         assert child["mind"]["system_prompt"].startswith("You are Kid, ")
-        assert child["cycle"] >= 2, "the child should live several cycles on 1 USD"
+        assert child["cycle"] >= 2, "the child should live several cycles on 0.5 USD"
         # One text answer a cycle: the gateway saw exactly one request per child cycle.
         assert gateway.requests_of("Kid") == child["cycle"]
         assert gateway.requests_of("Parent") == 2
         money = being_money(child)
-        assert money["starting"] == Decimal(1)
+        assert money["starting"] == Decimal("0.5")
         assert budget_balances(money)
         assert money["remaining"] >= 0
         assert money["api_spent"] > 0
@@ -149,14 +152,15 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
              if e["type"] == "cost_debited"),
             Decimal(0),
         )
-        assert parent_money["children_funded"] == Decimal(1)
-        assert parent_money["remaining"] == Decimal(5) - debits - Decimal(1)
+        assert parent_money["children_funded"] == Decimal("0.5")
+        assert parent_money["remaining"] == Decimal(5) - debits - Decimal("0.5")
         assert budget_balances(parent_money)
         [funded] = [e for e in journal(tmp_path / "parent") if e["type"] == "child_funded"]
-        assert (funded["child_id"], Decimal(funded["amount"])) == (record["id"], Decimal(1))
+        assert (funded["child_id"], funded["amount"]) == (record["id"], "0.5")
         claimed = grant_in(child_dir, "funding.claimed.json")
         assert claimed is not None
-        assert (claimed.amount, claimed.operation_id) == (Decimal(1), funded["operation_id"])
+        assert (claimed.amount, claimed.operation_id) == (Decimal("0.5"),
+                                                          funded["operation_id"])
         assert not (child_dir / "funding.json").exists()
         assert not (child_dir / "funding.revoked.json").exists()
 

@@ -17,12 +17,14 @@ children) and checked:
 Each child is a real `singularity run` too; all of them are killed after each round.
 A deterministic sweep kills the parent at every persistence step of one spawn as well.
 The parent processes are forked from an interpreter that imported the program once
-(`support/children_zygote.py`), so a life costs milliseconds of start-up, not a second.
+(`support/children_zygote.py`), so a life costs milliseconds of start-up, not a second,
+and two parents (in their own directories) are killed side by side, half the kills each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -56,6 +58,7 @@ from tests.support.children_procs import (
     kill_tagged,
     new_tag,
     state_json,
+    tagged_pids,
     wait_for,
 )
 
@@ -63,15 +66,16 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KILLS = 50
 SLOW_KILLS = 400
 BUDGETS = ("0.01", "0.02", "0.05", "0.1")
-HEAD_START = 0.3
+HEAD_START = 0.06
 FLAGS = {
     "state_dir": "parent",
     "workspace": "ws",
     "agent_name": "Crash",
     "agent_ticker": "CR",
-    "input_price": "10",
-    "output_price": "0",
-    "instance_price": "1",
+    # Every answer reports 64 completion tokens: a call costs 0.0064 USD whatever the prompt.
+    "input_price": "0.01",
+    "output_price": "100",
+    "instance_price": "0",
     "starting_balance": "100",
     "cycle_interval_secs": "0",
     "max_tool_rounds": "8",
@@ -111,9 +115,14 @@ class Zygote:
         self.process.wait(timeout=30)
 
 
-def _argv(resume: bool) -> list[str]:
+def lane_flags(lane: str) -> dict[str, str]:
+    """The parent of one lane of the crash loop, under `<lane>/parent`."""
+    return {**FLAGS, "state_dir": f"{lane}/parent", "agent_name": f"Crash{lane}"}
+
+
+def _argv(flags: dict[str, str], resume: bool) -> list[str]:
     argv = ["run"]
-    for name, value in FLAGS.items():
+    for name, value in flags.items():
         argv += ["--" + name.replace("_", "-"), value]
     return argv + (["--resume"] if resume else [])
 
@@ -134,12 +143,12 @@ def _lock_holders(state_dir: Path) -> list[str]:
     return holders
 
 
-def _resume(server_url: str, retry_secs: float = 10.0) -> None:
+def _resume(flags: dict[str, str], server_url: str, retry_secs: float = 10.0) -> None:
     """Boot the parent with --resume and shut it down.
 
     A parent killed while starting a child can leave the lock with the half-started child
     for a moment (between its fork and its exec, before it closes the inherited lock)."""
-    settings = resolve({**FLAGS, "brama_url": server_url, "resume": True}, environ={})
+    settings = resolve({**flags, "brama_url": server_url, "resume": True}, environ={})
     deadline = time.monotonic() + retry_secs
     while True:
         try:
@@ -154,9 +163,8 @@ def _resume(server_url: str, retry_secs: float = 10.0) -> None:
     asyncio.run(runtime.shutdown())
 
 
-def check_money(root: Path, label: str) -> Counter[str]:
+def check_money(parent_dir: Path, label: str) -> Counter[str]:
     """Every invariant of the family's money after a resume; counts of each grant's fate."""
-    parent_dir = root / "parent"
     problems = verify_state_dir(str(parent_dir))
     assert problems == [], f"{label}: verify: {problems}"
     state = state_json(parent_dir)
@@ -200,69 +208,92 @@ def check_money(root: Path, label: str) -> Counter[str]:
     return fates
 
 
-def _plan(rng_seed: int) -> Any:
+def _plan(parent: str, rng_seed: int) -> Any:
     lock = threading.Lock()
     counter = iter(range(1 << 30))
 
     def plan(name: str, number: int) -> Turn | None:
-        if name != "Crash" or number % 2:
+        if name != parent or number % 2:
             return None  # children, and every other round of the parent: a plain answer
         with lock:
             index = next(counter)
         budget = BUDGETS[(index + rng_seed) % len(BUDGETS)]
-        return spawn_turn(f"K{index}", "K", "being killed", budget)
+        return spawn_turn(f"{parent}-{index}", "K", "being killed", budget)
 
     return plan
 
 
-def _unclaimed(root: Path) -> bool:
-    return any((path / funding.GRANT).exists() for path in child_dirs(root / "parent"))
+def _unclaimed(parent_dir: Path) -> bool:
+    return any((path / funding.GRANT).exists() for path in child_dirs(parent_dir))
 
 
-def _crash_loop(root: Path, kills: int, seed: int) -> Counter[str]:
+def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
+    """Kill one parent `kills` times; the fates of its grants at the end."""
     rng = random.Random(seed)
-    (root / "ws").mkdir()
+    flags = lane_flags(lane)
+    parent_dir = base / flags["state_dir"]
+    log = base / f"{lane}.log"
     tag = new_tag()
     env = clean_environment(tag)
     zygote = Zygote()
     fates: Counter[str] = Counter()
     killed = 0
     try:
-        with FamilyGateway(_plan(seed)) as gateway:
+        with FamilyGateway(_plan(flags["agent_name"], seed), completion_tokens=64) as gateway:
             while killed < kills:
-                resume = (root / "parent" / "state.json").exists()
-                before = len(child_dirs(root / "parent"))
-                pid = zygote.start([*_argv(resume), "--brama-url", gateway.url], root, env,
-                                   root / "parent.log")
+                resume = (parent_dir / "state.json").exists()
+                before = len(child_dirs(parent_dir))
+                pid = zygote.start([*_argv(flags, resume), "--brama-url", gateway.url], base,
+                                   env, log)
                 # Most kills land within milliseconds of a new child directory (the grant,
-                # the journal, the start); the others a while after a spawn began.
-                near_spawn = rng.random() < 0.6
+                # the journal, the start); the others a while after a spawn began. The
+                # first and the middle life end as soon as a child process runs, and its
+                # children then get a head start (so that some grants are surely claimed).
+                started_child = killed in (0, kills // 2)
+                near_spawn = not started_child and rng.random() < 0.6
                 target = before + (rng.choice((1, 1, 2)) if near_spawn else 1)
-                delay = rng.uniform(0, 0.03) if near_spawn else rng.uniform(0.03, 0.4)
-                wait_for(lambda: len(child_dirs(root / "parent")) >= target, 60,  # noqa: B023
-                         "the parent to spawn")
-                time.sleep(delay)
-                try:
+                delay = rng.uniform(0, 0.03) if near_spawn else rng.uniform(0.03, 0.3)
+                if started_child:
+                    wait_for(lambda: bool(tagged_pids(tag)), 60, "a child process")
+                else:
+                    wait_for(lambda: len(child_dirs(parent_dir)) >= target,  # noqa: B023
+                             60, "the parent to spawn")
+                    time.sleep(delay)
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 status = zygote.wait(pid)
                 if status != -signal.SIGKILL:
-                    log = (root / "parent.log").read_text()[-3000:]
-                    raise AssertionError(f"the parent ended on its own ({status}): {log}")
+                    tail = log.read_text()[-3000:]
+                    raise AssertionError(f"the parent ended on its own ({status}): {tail}")
                 killed += 1
-                if rng.random() < HEAD_START and _unclaimed(root):
-                    # A head start: children boot and claim before their parent resumes.
-                    with contextlib.suppress(AssertionError):
-                        wait_for(lambda: not _unclaimed(root), 3, "children to claim")
-                _resume(gateway.url)
-                fates = check_money(root, f"kill {killed}")
+                if started_child or rng.random() < HEAD_START:
+                    # Children boot and claim before their parent resumes (or die trying).
+                    wait_for(lambda: not _unclaimed(parent_dir) or not tagged_pids(tag),
+                             60, "children to claim")
+                _resume(flags, gateway.url)
+                fates = check_money(parent_dir, f"lane {lane}, kill {killed}")
                 kill_tagged(tag)
-            assert gateway.errors == []
+            # A parent killed mid-request leaves the server writing to a closed socket.
+            assert [e for e in gateway.errors if not isinstance(e, ConnectionError)] == []
     finally:
         kill_tagged(tag)
         zygote.close()
-    # The run proves little unless grants met every fate.
+    return fates
+
+
+def _crash_loop(base: Path, kills: int, seed: int, lanes: int = 2) -> Counter[str]:
+    """`kills` kills in all, shared by parents killed side by side."""
+    (base / "ws").mkdir()
+    with concurrent.futures.ThreadPoolExecutor(lanes) as pool:
+        futures = [
+            pool.submit(_crash_lane, base, chr(ord("a") + index), -(-kills // lanes),
+                        seed + index)
+            for index in range(lanes)
+        ]
+        fates: Counter[str] = Counter()
+        for future in futures:
+            fates += future.result()
+    # The run proves little unless grants met each fate.
     assert fates["claimed"] >= 1 and fates["refunded"] >= 1, fates
     return fates
 
@@ -322,8 +353,8 @@ def test_a_kill_at_each_step_of_a_spawn(
     pid = zygote.start(["--worker", "spawn", f"{name}=kill@{nth}", json.dumps(document)],
                        tmp_path, dict(os.environ), log)
     assert zygote.wait(pid) == -signal.SIGKILL, log.read_text()[-2000:]
-    _resume(flags["brama_url"])
-    fates = check_money(tmp_path, step)
+    _resume(flags, flags["brama_url"])
+    fates = check_money(tmp_path / "parent", step)
     state = state_json(tmp_path / "parent")
     assert state is not None
     money = being_money(state)

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -30,9 +31,11 @@ import pytest
 
 from singularity.cli import live
 from singularity.cli.main import cli
-from singularity.config import ALL_OPTIONS
+from singularity.config import ALL_OPTIONS, resolve
+from singularity.runtime import children
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn
+from tests.support.children_inproc import open_parent, parent_settings, spawn_call
 from tests.support.children_procs import (
     clean_environment,
     environ_of,
@@ -56,7 +59,7 @@ PARENT_FLAGS = {
     "agent_name": "Parent",
     "agent_ticker": "PAR",
     "input_price": "7",
-    "starting_balance": "5",
+    "starting_balance": "100",
     "cycle_interval_secs": "0",
     "max_tokens": "64",
     "http_timeout_secs": "60",
@@ -102,7 +105,7 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
 
     def plan(name: str, number: int) -> Turn | None:
         if name == "Parent" and number == 0:
-            return spawn_turn("Kid", "KID", SPECIALTY, "1")
+            return spawn_turn("Kid", "KID", SPECIALTY, "50")
         if name == "Kid" and number == 0:
             release.wait(90)
         return None
@@ -151,6 +154,78 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
             assert os.readlink(f"/proc/{pid}/fd/2") == str(log)
         finally:
             release.set()
+
+
+def test_a_credential_file_the_parent_was_given_wins_over_its_raw_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for the parent (§3.1), `BRAMA_HMAC_SECRET_FILE` beats the raw HMAC secret: the
+    child must sign with the same secret as its parent, not with the raw one."""
+    monkeypatch.chdir(tmp_path)
+    report = tmp_path / "child-env.json"
+    code = ("import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+            "if k.startswith('BRAMA_')}, open(sys.argv[1], 'w'))")
+    monkeypatch.setattr(children, "child_command", lambda: [sys.executable, "-c", code,
+                                                            str(report)])
+    settings = parent_settings(
+        tmp_path, secrets={"WISENT_APP_AGENT_AUTH_SECRET": "raw", "BRAMA_API_KEY": "key"},
+        brama_secret_file="/run/parent-hmac.secret",
+    )
+    being = open_parent(settings)
+    try:
+        outcome = spawn_call(being, settings, {"name": "Kid", "ticker": "K",
+                                               "specialty": "t", "budget": "1"})
+    finally:
+        being.close()
+    assert outcome.status.value == "success", outcome
+    seen: dict[str, str] = {}
+
+    def reported() -> bool:
+        try:
+            seen.update(json.loads(report.read_text()))
+        except (OSError, ValueError):
+            return False
+        return True
+
+    wait_for(reported, 30, "the child to report its environment")
+    child_dir = os.path.join("parent", "children", outcome.content["child_id"])
+    assert seen["BRAMA_HMAC_SECRET_FILE"] == "/run/parent-hmac.secret"
+    assert seen["BRAMA_API_KEY_FILE"] == os.path.join(child_dir, "brama-api-key.secret")
+    assert "BRAMA_API_KEY" not in seen
+    assert sorted(os.listdir(child_dir)) == ["brama-api-key.secret", "funding.json"]
+
+
+OVERRIDDEN = {"agent_name", "agent_ticker", "specialty", "state_dir", "resume",
+              "brama_secret_file"}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"input_price": "0.0000001", "instance_price": "0.10", "starting_balance": "0.00000001"},
+        {"output_price": "123456789012345.123456789012", "temperature": "1e-5",
+         "http_timeout_secs": "0.5", "cycle_interval_secs": "inf"},
+        {"stimulus": "  a ray of sun  ", "required_surfaces": "", "las_skip": "x,y",
+         "agent_type": "zażółć gęślą", "max_tokens": "18446744073709551615"},
+    ],
+)
+def test_the_child_resolves_exactly_the_parent_configuration(flags: dict[str, str]) -> None:
+    """Whatever the parent resolved, from flags or anywhere, the child resolves it too."""
+    parent = resolve(flags, environ={"WISENT_APP_AGENT_AUTH_SECRET": "s", "OTHER": "1"})
+    environment = children.child_environment(
+        {"OTHER": "1", "WISENT_APP_AGENT_AUTH_SECRET": "s"}, parent, name="Kid", ticker="K",
+        specialty="t", state_dir="p/children/x",
+        secret_files={"BRAMA_HMAC_SECRET_FILE": "p/children/x/brama-hmac.secret"},
+    )
+    assert "s" not in environment.values()
+    child = resolve({}, environ=environment)
+    for option in ALL_OPTIONS:
+        if option.name not in OVERRIDDEN:
+            assert getattr(child, option.name) == getattr(parent, option.name), option.name
+    assert (child.agent_name, child.agent_ticker, child.specialty, child.state_dir,
+            child.resume) == ("Kid", "K", "t", "p/children/x", False)
+    assert child.brama_secret_file == "p/children/x/brama-hmac.secret"
+    assert child.raw_secrets == {}
 
 
 PR_GET_DUMPABLE = 3

@@ -56,9 +56,10 @@ PROGRESS_TIMEOUT_SECS = 60.0
 # Non-zero prices: USD per million prompt and completion tokens, USD per hour of call time
 # (the instance part divides by 3.6e12 ns, a fraction that does not terminate).
 PRICES = {"input_price": "2.5", "output_price": "10", "instance_price": "3"}
-# About 90 kills' worth of rounds: a being fills its conversation window (and archives)
-# well before it runs out, and the default loop exhausts two beings.
-STARTING_BALANCE = "4"
+# About 75 kills' worth of rounds (~5 rounds a kill, ~0.008 USD a round, orphaned
+# reservations charged in full): a being fills its conversation window (and archives) well
+# before it runs out, and the default loop exhausts two beings.
+STARTING_BALANCE = "3"
 LOOP_SETTINGS = {
     **PRICES,
     "starting_balance": STARTING_BALANCE,

@@ -159,7 +159,7 @@ def test_framing_shows_a_negative_net_profit_and_the_previous_cycles_actions(
     with ScriptedServer(script) as server:
 
         async def go() -> None:
-            runtime = boot(tmp_path, server, input_price="1000", output_price="0")
+            runtime = boot(tmp_path, server, input_price="100", output_price="0")
             try:
                 await runtime.once()
                 await runtime.once()
@@ -261,7 +261,8 @@ def test_request_body_bytes_are_exact_and_the_system_message_is_rebuilt_each_rou
         live_once(tmp_path, server, prepare, max_tokens="333", temperature="0.7")
         first, second = server.completions
     tools = holder["tools"]
-    assert [tool["function"]["name"] for tool in tools] == BUILTINS
+    # The built-ins in spec order; built-in extensions (sanctum, journal) follow them.
+    assert [tool["function"]["name"] for tool in tools][: len(BUILTINS)] == BUILTINS
     assert all(list(tool) == ["type", "function"] for tool in tools)
     assert all(
         list(tool["function"]) == ["name", "description", "parameters"] for tool in tools
@@ -278,7 +279,13 @@ def test_request_body_bytes_are_exact_and_the_system_message_is_rebuilt_each_rou
         return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
 
     opening = {"role": "user", "content": framing(1)}
-    assert first.body == body([{"role": "system", "content": INITIAL_PROMPT}, opening])
+    # The four mind sections come first; extensions may only append sections after them.
+    system_text = first.json["messages"][0]["content"]
+    assert system_text.startswith(INITIAL_PROMPT)
+    appended = system_text[len(INITIAL_PROMPT) :]
+    assert appended == "" or appended.startswith("\n\n")
+    assert "Self-imposed rules" not in system_text
+    assert first.body == body([{"role": "system", "content": system_text}, opening])
     assistant = {
         "role": "assistant",
         "content": "",
@@ -309,7 +316,8 @@ def test_request_body_bytes_are_exact_and_the_system_message_is_rebuilt_each_rou
         "tool_call_id": "call_b",
         "name": "no_such_tool",
     }
-    system = {"role": "system", "content": INITIAL_PROMPT + "\n\nSelf-imposed rules:\n- be frugal"}
+    rules = "\n\nSelf-imposed rules:\n- be frugal"
+    system = {"role": "system", "content": INITIAL_PROMPT + rules + appended}
     assert second.body == body([system, opening, assistant, rule_result, unknown_result])
     assert _pairs_order(second.body)[-1] == [
         "model",

@@ -60,12 +60,13 @@ ROOT_FLAGS = {
     "workspace": "ws",
     "agent_name": "Root",
     "starting_balance": "3",
-    "input_price": "100",
-    "output_price": "0",
-    "instance_price": "2",
+    # Every answer reports 100 completion tokens: a call costs 0.1 USD whatever the prompt.
+    "input_price": "0.01",
+    "output_price": "1000",
+    "instance_price": "0",
     "cycle_interval_secs": "0",
     "max_tool_rounds": "4",
-    "max_tokens": "64",
+    "max_tokens": "100",
     "http_timeout_secs": "20",
 }
 # `None` is the default funding; 9 is more than anyone in this family can spare.
@@ -176,7 +177,7 @@ def _live_family(root: Path, seed: int) -> FamilyRun:
     family = RandomFamily(seed)
     tag = new_tag()
     env = clean_environment(tag)
-    with FamilyGateway(family.plan) as gateway, family_reaper(tag):
+    with FamilyGateway(family.plan, completion_tokens=100) as gateway, family_reaper(tag):
         flags = {**ROOT_FLAGS, "brama_url": gateway.url}
         result = run_cli("once", flags, env=env, cwd=root, log=root / "family.log")
         assert result.returncode == 0, (root / "family.log").read_text()[-3000:]

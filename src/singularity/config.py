@@ -47,6 +47,8 @@ class Option:
     default: str | None
     kind: Kind
     help: str
+    aliases: tuple[str, ...] = ()
+    """Further flags for the same option (`--skills` for `--skills-file`, decision 18)."""
 
 
 def _opt(name: str, env: str | None, default: str | None, kind: Kind, help: str) -> Option:
@@ -196,12 +198,14 @@ BRAMA_OPTIONS = (
 )
 
 SKILL_OPTIONS = (
-    _opt(
+    Option(
         "skills_file",
+        "--skills-file",
         "SINGULARITY_SKILLS_FILE",
         None,
         "text",
         "JSON file of MCP servers (`mcpServers` format).",
+        aliases=("--skills",),
     ),
     _opt("las_command", "LAS_COMMAND", "node", "text", "Program that runs the Las entrypoint."),
     _opt(
@@ -284,7 +288,99 @@ SKILL_OPTIONS = (
     ),
 )
 
-ALL_OPTIONS = IDENTITY_OPTIONS + LOOP_OPTIONS + STATE_OPTIONS + BRAMA_OPTIONS + SKILL_OPTIONS
+SANCTUM_OPTIONS = (
+    _opt(
+        "sanctum_dir",
+        "SINGULARITY_SANCTUM_DIR",
+        None,
+        "text",
+        "The being's sanctum (human-readable memory) [default: <state-dir>/sanctum].",
+    ),
+    _opt(
+        "pulse",
+        "SINGULARITY_PULSE",
+        "false",
+        "bool",
+        "Pulse mode: `run` lives scheduled quiet cycles (PULSE.md) instead of back-to-back ones.",
+    ),
+    _opt(
+        "pulse_frequency",
+        "SINGULARITY_PULSE_FREQUENCY",
+        "6h",
+        "text",
+        "Pulse frequency written to a new PULSE.md, and used when PULSE.md names none.",
+    ),
+    _opt(
+        "pulse_quiet_hours",
+        "SINGULARITY_PULSE_QUIET_HOURS",
+        "",
+        "text",
+        "Quiet hours no pulse starts in, e.g. `22:00-07:00 UTC` (PULSE.md's add to them).",
+    ),
+    _opt(
+        "pulse_max_rounds",
+        "SINGULARITY_PULSE_MAX_ROUNDS",
+        "8",
+        "int",
+        "Model rounds one pulse may use (at most max-tool-rounds).",
+    ),
+    _opt(
+        "pulse_max_cost",
+        "SINGULARITY_PULSE_MAX_COST_USD",
+        "0.1",
+        "decimal",
+        "USD one pulse may spend on model calls.",
+    ),
+)
+
+JOURNAL_OPTIONS = (
+    _opt(
+        "journal_url",
+        "SINGULARITY_JOURNAL_URL",
+        None,
+        "text",
+        "Private journal database: `sqlite:///PATH` or `postgresql://…` "
+        "[default: <state-dir>/journal.sqlite3].",
+    ),
+    _opt(
+        "journal_key_file",
+        "SINGULARITY_JOURNAL_KEY_FILE",
+        None,
+        "text",
+        "The journal's 0600 keyring file [default: <state-dir>/journal.key].",
+    ),
+    _opt(
+        "journal_retention_days",
+        "SINGULARITY_JOURNAL_RETENTION_DAYS",
+        "30",
+        "int",
+        "Days a journal entry lives before it is purged (at least 1).",
+    ),
+    _opt(
+        "journal_keep_promoted",
+        "SINGULARITY_JOURNAL_KEEP_PROMOTED",
+        "false",
+        "bool",
+        "Keep promoted journal entries past the retention window.",
+    ),
+    _opt(
+        "journal_embedder",
+        "SINGULARITY_JOURNAL_EMBEDDER",
+        "auto",
+        "text",
+        "Journal embeddings: `auto` (the local model if installed), `minilm` or `hashing`.",
+    ),
+)
+
+ALL_OPTIONS = (
+    IDENTITY_OPTIONS
+    + LOOP_OPTIONS
+    + STATE_OPTIONS
+    + BRAMA_OPTIONS
+    + SKILL_OPTIONS
+    + SANCTUM_OPTIONS
+    + JOURNAL_OPTIONS
+)
 OPTIONS_BY_NAME = {option.name: option for option in ALL_OPTIONS}
 # Variables holding raw credentials rather than file paths (decision 5, spec §3.1).
 RAW_SECRET_ENVS = ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY")
@@ -342,6 +438,17 @@ class Settings:
     shutdown_grace_secs: float
     most_url: str
     most_token_file: str | None
+    sanctum_dir: str | None
+    pulse: bool
+    pulse_frequency: str
+    pulse_quiet_hours: str
+    pulse_max_rounds: int
+    pulse_max_cost: Decimal
+    journal_url: str | None
+    journal_key_file: str | None
+    journal_retention_days: int
+    journal_keep_promoted: bool
+    journal_embedder: str
     raw_secrets: Mapping[str, Secret]
     log_level: str
     failpoints: str

@@ -2,18 +2,20 @@
 
     python tests/servers/demo.py                 # stdio
     python tests/servers/demo.py --garbage       # stdio, with non-JSON lines on stdout
+    python tests/servers/demo.py --linger        # stdio, does not exit when stdin closes
     python tests/servers/demo.py --http PORT     # streamable HTTP on 127.0.0.1:PORT/mcp
 
 Its tools cover what the runtime must handle: plain and structured results, `isError`,
-a tool without arguments, a slow tool, a tool that kills the server mid-call, results
-that the output boundary must reject, revenue, and a dump of its own environment.
+a tool without arguments, a tool that kills the server mid-call, results that the
+output boundary must reject, revenue, and a dump of its own environment.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
+import threading
+import time
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -21,6 +23,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
 server = MCPServer("demo", log_level="WARNING")
+# Canaries: the tests look for them in everything a being saved.
+LEAKED_TOKEN = "tok-canary-91f2c7e4"
+LEAKED_KEY = "MIIEcanary0d4e77aa"
 calls = 0
 
 
@@ -54,13 +59,6 @@ def fail(reason: str) -> str:
     raise ToolError(reason)
 
 
-@server.tool(description="Sleep, then answer")
-async def slow(seconds: float) -> str:
-    _count()
-    await asyncio.sleep(seconds)
-    return f"slept {seconds}"
-
-
 @server.tool(description="Exit the server process in the middle of the call")
 def die(code: int = 3) -> str:
     sys.stdout.flush()
@@ -78,16 +76,16 @@ def environment() -> dict[str, str]:
 
 
 @server.tool(description="A result whose key looks like a credential")
-def leak_key(value: str) -> CallToolResult:
+def leak_key() -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text="here it is")],
-        structured_content={"api_token": value},
+        structured_content={"api_token": LEAKED_TOKEN},
     )
 
 
 @server.tool(description="A result carrying a private key block")
-def leak_pem(value: str) -> str:
-    return f"-----BEGIN PRIVATE KEY-----\n{value}\n-----END PRIVATE KEY-----"
+def leak_pem() -> str:
+    return f"-----BEGIN PRIVATE KEY-----\n{LEAKED_KEY}\n-----END PRIVATE KEY-----"
 
 
 @server.tool(description="Record a sale and report the revenue")
@@ -96,13 +94,10 @@ def sale(amount: str) -> dict[str, Any]:
     return {"receipt": {"revenue_usd": amount, "item": "widget"}}
 
 
-@server.tool(description="Write a line of garbage on stdout, then answer")
-def garble() -> str:
-    os.write(1, b"garbage in the middle {not json\n")
-    return "still fine"
-
-
 def main() -> None:
+    if "--linger" in sys.argv:
+        # A non-daemon thread keeps the process alive after stdin closes: only a kill ends it.
+        threading.Thread(target=time.sleep, args=(3600,)).start()
     if "--garbage" in sys.argv:
         os.write(1, b"Starting demo server...\n\n[not json either\n")
     if "--http" in sys.argv:

@@ -5,10 +5,16 @@ same server concurrently. The server tells them apart by the name in the system 
 (the compiled-in prompt starts `You are <name>, an autonomous digital being`), counts
 every being's completion requests, and answers request number `n` of being `name` with
 `plan(name, n)`; `None` means the server's default turn (a plain `idle` text).
+
+With `completion_tokens`, every answer reports that many completion tokens (and 100 prompt
+tokens): priced by output tokens only, each call then costs exactly what the runtime
+reserved for it (`max_tokens` at the output price), whatever the size of the prompt, so
+how many calls a budget buys does not change when the catalogue or the prompt grows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -44,9 +50,17 @@ def no_plan(name: str, number: int) -> Turn | None:
 class FamilyGateway(ScriptedServer):
     """A `ScriptedServer` whose completions follow a per-being plan (text and tool calls)."""
 
-    def __init__(self, plan: Plan = no_plan, **options: Any) -> None:
+    def __init__(
+        self, plan: Plan = no_plan, *, completion_tokens: int | None = None, **options: Any
+    ) -> None:
         super().__init__(**options)
         self.plan = plan
+        self.usage = (
+            None
+            if completion_tokens is None
+            else {"prompt_tokens": 100, "completion_tokens": completion_tokens,
+                  "total_tokens": 100 + completion_tokens}
+        )
         self.counts: Counter[str] = Counter()
         self.refused = 0
 
@@ -84,6 +98,8 @@ class FamilyGateway(ScriptedServer):
             return
         if turn.kind not in ("text", "tool_calls"):
             raise ValueError(f"the family gateway answers text and tool calls, not {turn.kind}")
+        if self.usage is not None:
+            turn = dataclasses.replace(turn, usage=self.usage)
         handler.reply(200, compact(self._completion(turn, request)).encode("utf-8"))
 
 

@@ -1,9 +1,9 @@
 """The scripted life a crash-looped being lives: tool-heavy rounds, cycle ends, gateway errors.
 
 Turn `n` of the script is a pure function of `n`, so a checker knows what every round asked
-for. Most turns ask for a memory and a workspace file write (two tool calls, three saves
-with the round's debit); every 7th ends the cycle with plain text, every 23rd is a gateway
-error (the reservation is released), every 11th also recalls memories.
+for. Most turns ask for a memory and a workspace file write (two tool calls, each journaled
+and saved); every 7th ends the cycle with plain text, every 23rd is a gateway error (the
+reservation is released and the cycle ends with a warning), every 11th also recalls memories.
 Workspace contents are a pure function of their version, so a checker can tell a whole
 version from a torn one.
 """

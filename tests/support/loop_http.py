@@ -75,10 +75,15 @@ def state_of(root: Path) -> AgentState:
     return parse_state((root / "being" / "state.json").read_bytes())
 
 
-def journal(root: Path) -> list[Event]:
+def all_events(root: Path) -> list[Event]:
     """Every journal event of the being, in order."""
     text = (root / "being" / "activity.jsonl").read_text("utf-8")
     return [json.loads(line) for line in text.splitlines()]
+
+
+def journal(root: Path) -> list[Event]:
+    """The loop's journal events (`LOOP_EVENTS`), in order."""
+    return loop_events(all_events(root))
 
 
 def journal_lines(root: Path) -> list[str]:
@@ -86,9 +91,32 @@ def journal_lines(root: Path) -> list[str]:
     return (root / "being" / "activity.jsonl").read_text("utf-8").splitlines()
 
 
+# The loop's own events (spec §5.5 and the ledger's); extensions journal others too.
+LOOP_EVENTS = frozenset(
+    {
+        "started",
+        "cycle_started",
+        "model_completed",
+        "cost_reserved",
+        "cost_debited",
+        "cost_released",
+        "tool_finished",
+        "revenue_credited",
+        "mind_imported",
+        "warning",
+        "stopped",
+    }
+)
+
+
 def types(events: Iterable[Event]) -> list[str]:
-    """The event types, in order."""
-    return [str(event["type"]) for event in events]
+    """The types of the loop's events, in order (other extensions' events left out)."""
+    return [str(event["type"]) for event in events if event["type"] in LOOP_EVENTS]
+
+
+def loop_events(events: Iterable[Event]) -> list[Event]:
+    """The loop's events, in order."""
+    return [event for event in events if event["type"] in LOOP_EVENTS]
 
 
 def archive(root: Path) -> list[dict[str, Any]]:

@@ -9,13 +9,26 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from singularity.cli.options import settings_from, state_options
+from singularity.cli.options import settings_from, state_options, with_options
 from singularity.cli.output import console, print_json
-from singularity.errors import StateError
+from singularity.config import ALL_OPTIONS, Settings
+from singularity.errors import ConfigurationError, StateError
 from singularity.runtime.catalogue import builtin_definitions
 from singularity.runtime.summary import summarize
 from singularity.runtime.verify import verify_state_dir
+from singularity.settings_check import check_skills_file
+from singularity.skills import plan_skills, start_skills
 from singularity.storage.statedir import STATE_FILE, peek_state
+from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
+from singularity.tools.catalogue import Catalogue
+
+# `tools` spawns the skill servers with a fixed deadline and grace (spec §17).
+TOOLS_DEADLINE_SECS = 120.0
+TOOLS_OPTIONS = tuple(
+    option
+    for option in ALL_OPTIONS
+    if option.name in ("agent_id", "skills_file") or option.name.startswith("las_")
+)
 
 
 @click.command()
@@ -26,9 +39,7 @@ def show(as_json: bool, **params: Any) -> None:
     settings = settings_from(params)
     state = peek_state(settings.state_dir)
     if state is None:
-        raise StateError(
-            f"no being state exists at {os.path.join(settings.state_dir, STATE_FILE)}"
-        )
+        raise StateError(f"no being state exists at {os.path.join(settings.state_dir, STATE_FILE)}")
     summary = summarize(state)
     if as_json:
         print_json(summary)
@@ -92,7 +103,29 @@ def verify(state_dir: str) -> None:
     raise StateError(f"{state_dir} failed verification: {len(problems)} problem(s)")
 
 
+async def _never_called(arguments: dict[str, Any]) -> Outcome:
+    raise AssertionError("a listed tool is never called")
+
+
+def catalogue_definitions(settings: Settings) -> list[ToolDefinition]:
+    """Skills then built-ins, registered as at boot (Most left out), servers stopped after."""
+    entrypoint = settings.las_entrypoint
+    if entrypoint is not None and not os.path.isfile(entrypoint):
+        # The only configuration check of `tools` (spec §17): no release-pinning files.
+        raise ConfigurationError(f"LAS entrypoint not found: {entrypoint}")
+    check_skills_file(settings)
+    skills = start_skills(
+        plan_skills(settings), timeout=TOOLS_DEADLINE_SECS, grace=TOOLS_DEADLINE_SECS
+    )
+    try:
+        builtins = FunctionToolset([FunctionTool(d, _never_called) for d in builtin_definitions()])
+        return Catalogue([*skills.toolsets, builtins]).definitions
+    finally:
+        skills.close()
+
+
 @click.command()
+@with_options(TOOLS_OPTIONS)
 @click.option(
     "--format",
     "output_format",
@@ -101,12 +134,13 @@ def verify(state_dir: str) -> None:
     show_default=True,
     help="Output format.",
 )
-def tools(output_format: str) -> None:
-    """List the tools a being can call."""
-    definitions = builtin_definitions()
+def tools(output_format: str, **params: Any) -> None:
+    """List the tools a being can call: its skills (servers are started), then the built-ins."""
+    definitions = catalogue_definitions(settings_from(params))
     if output_format == "table":
         for definition in definitions:
-            click.echo(f"{definition.name}\t{definition.description}")
+            # One line per tool, even for a server's multi-line description.
+            click.echo(f"{definition.name}\t{' '.join(definition.description.split())}")
         return
     print_json(
         [

@@ -53,7 +53,7 @@ def _install_signals(runtime: Runtime) -> None:
             runtime.request_stop()
             return
         log.warning("stopping now")
-        runtime.being.save()
+        runtime.stop_now()
         os._exit(128 + number)
 
     for number in (signal.SIGINT, signal.SIGTERM):

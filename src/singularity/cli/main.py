@@ -13,7 +13,9 @@ from singularity.cli.children import children
 from singularity.cli.doctor import doctor_command
 from singularity.cli.importing import import_command
 from singularity.cli.inspect import show, tools, verify
+from singularity.cli.journal import journal, reasonlog_group
 from singularity.cli.live import once, run
+from singularity.cli.sanctum import pulse_command, sanctum
 from singularity.errors import SingularityError
 
 
@@ -32,6 +34,10 @@ cli.add_command(import_command)
 cli.add_command(doctor_command)
 cli.add_command(brama)
 cli.add_command(children)
+cli.add_command(journal)
+cli.add_command(reasonlog_group)
+cli.add_command(sanctum)
+cli.add_command(pulse_command)
 
 
 def main() -> None:
@@ -40,6 +46,9 @@ def main() -> None:
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s"
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # The MCP SDK logs every HTTP request and session event of a skill server at INFO.
+    for name in ("httpx2", "mcp"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -16,9 +16,10 @@ def _click_option(option: Option) -> Callable[[F], F]:
     env = f" [env: {option.env}]" if option.env else ""
     default = f" [default: {option.default}]" if option.default not in (None, "") else ""
     help_text = f"{option.help}{env}{default}"
+    flags = (option.flag, *option.aliases)
     if option.kind == "bool":
-        return click.option(option.flag, option.name, is_flag=True, default=None, help=help_text)
-    return click.option(option.flag, option.name, default=None, help=help_text)
+        return click.option(*flags, option.name, is_flag=True, default=None, help=help_text)
+    return click.option(*flags, option.name, default=None, help=help_text)
 
 
 def config_option(function: F) -> F:

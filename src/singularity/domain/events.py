@@ -129,3 +129,86 @@ def child_refunded(at: str, cycle: int, operation_id: str, child_id: str, amount
         "child_id": child_id,
         "amount": render_money(amount),
     }
+
+
+def sanctum_initialized(at: str, outcome: str, filled: list[str]) -> Event:
+    """The sanctum was checked at boot: `created`, `finished` (files filled in) or `born`."""
+    return {"type": "sanctum_initialized", "at": at, "outcome": outcome, "filled": filled}
+
+
+def sanctum_written(at: str, cycle: int, path: str, size: int) -> Event:
+    """A sanctum tool wrote a file (sanctum-relative path, bytes written)."""
+    return {"type": "sanctum_written", "at": at, "cycle": cycle, "path": path, "bytes": size}
+
+
+def sanctum_merged(at: str, cycle: int, keep: str, drop: str) -> Event:
+    """Two sanctum files became one: `keep` holds the merged text, `drop` was removed."""
+    return {"type": "sanctum_merged", "at": at, "cycle": cycle, "keep": keep, "drop": drop}
+
+
+def sanctum_tended(at: str, cycle: int, day: str, counts: dict[str, Any]) -> Event:
+    """The being stamped a tending pass; the counts the map showed."""
+    return {"type": "sanctum_tended", "at": at, "cycle": cycle, "date": day, "counts": counts}
+
+
+def session_note_auto(at: str, cycle: int, path: str) -> Event:
+    """The runtime wrote a session note for a cycle that ended without one."""
+    return {"type": "session_note_auto", "at": at, "cycle": cycle, "path": path}
+
+
+def pulse_started(at: str, cycle: int, max_rounds: int, max_cost: Decimal) -> Event:
+    """A pulse (a scheduled quiet cycle) begins; `cycle` is the cycle it will live."""
+    return {
+        "type": "pulse_started",
+        "at": at,
+        "cycle": cycle,
+        "max_rounds": max_rounds,
+        "max_cost": render_money(max_cost),
+    }
+
+
+def pulse_finished(at: str, cycle: int, status: str, cost: Decimal) -> Event:
+    """A pulse ended: its cycle status, or `cost_cap` / `round_cap`, and what it cost."""
+    return {
+        "type": "pulse_finished",
+        "at": at,
+        "cycle": cycle,
+        "status": status,
+        "cost": render_money(cost),
+    }
+
+
+def journal_entry_added(
+    at: str, cycle: int, entry_id: str, mood: str | None, redacted: bool
+) -> Event:
+    """A private journal entry was stored (its text never appears here)."""
+    return {
+        "type": "journal_entry_added",
+        "at": at,
+        "cycle": cycle,
+        "id": entry_id,
+        "mood": mood,
+        "redacted": redacted,
+    }
+
+
+def journal_recalled(at: str, cycle: int, k: int, ids: list[str]) -> Event:
+    """The being recalled journal entries: how many it asked for and which it got."""
+    return {"type": "journal_recalled", "at": at, "cycle": cycle, "k": k, "ids": ids}
+
+
+def journal_promoted(at: str, cycle: int, entry_id: str, target: str, ref: str) -> Event:
+    """A summary of a journal entry went public under `ref`."""
+    return {
+        "type": "journal_promoted",
+        "at": at,
+        "cycle": cycle,
+        "id": entry_id,
+        "target": target,
+        "ref": ref,
+    }
+
+
+def journal_purged(at: str, cycle: int, count: int) -> Event:
+    """Entries older than the retention window were deleted."""
+    return {"type": "journal_purged", "at": at, "cycle": cycle, "count": count}

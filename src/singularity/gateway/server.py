@@ -31,7 +31,6 @@ from starlette.routing import Route as HttpRoute
 
 from singularity.gateway.auth import DEFAULT_WINDOW_SECONDS, Secret, verify_hmac
 from singularity.gateway.local_model import (
-    BadToolChoice,
     ChatRequest,
     ChatResult,
     ContextOverflow,
@@ -270,8 +269,6 @@ class Gateway:
             return Response(answer.body, answer.status, media_type="application/json")
         try:
             result = await self.run_local(chat)
-        except BadToolChoice as error:
-            raise _bad(str(error)) from None
         except ContextOverflow as error:
             raise _bad(str(error), "context_length_exceeded") from None
         return _json(completion_document(route.id, result))

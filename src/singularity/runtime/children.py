@@ -67,9 +67,9 @@ SECRET_FILES = {
 # so `remaining - budget` and `children_funded + budget` stay exact (see `ledger`).
 BUDGET_TEXT = re.compile(r"[0-9]+(?:\.[0-9]{1,12})?")
 PICODOLLAR = Decimal("1e-12")
+PICODOLLAR_EXPONENT = -12
 SECRET_TEMP_PREFIX = ".secret-"
 SPAWN_TEMP_PREFIXES = (funding.TEMP_PREFIX, SECRET_TEMP_PREFIX)
-PICODOLLAR_EXPONENT = -12
 
 
 def child_environment(
@@ -95,6 +95,8 @@ def child_environment(
             "SINGULARITY_RESUME": "false",
         }
     )
+    # A child keeps its own sanctum under its own state directory, never the parent's.
+    environment.pop("SINGULARITY_SANCTUM_DIR", None)
     return environment
 
 
@@ -126,11 +128,11 @@ def child_command() -> list[str]:
 def default_funding(settings: Settings, remaining: Decimal) -> Decimal:
     """The configured starting balance, but never more than half of what the parent has left
     (rounded down to a picodollar)."""
-    half = div(remaining, Decimal(2))
-    exponent = half.as_tuple().exponent
-    if half > 0 and isinstance(exponent, int) and exponent < PICODOLLAR_EXPONENT:
-        half = half.quantize(PICODOLLAR, rounding=decimal.ROUND_DOWN, context=MONEY_CONTEXT)
-    return min(settings.starting_balance, half)
+    amount = min(settings.starting_balance, div(remaining, Decimal(2)))
+    exponent = amount.as_tuple().exponent
+    if amount > 0 and isinstance(exponent, int) and exponent < PICODOLLAR_EXPONENT:
+        amount = amount.quantize(PICODOLLAR, rounding=decimal.ROUND_DOWN, context=MONEY_CONTEXT)
+    return amount
 
 
 def _write_secret(dir_fd: int, name: str, secret: Secret) -> None:

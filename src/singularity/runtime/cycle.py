@@ -110,14 +110,20 @@ class Life:
         )
 
 
-def request_messages(life: Life) -> list[ChatMessage]:
-    """The system message from the mind, then the conversation that fits the context."""
+def request_messages(
+    life: Life, opening: Sequence[ChatMessage] | None = None
+) -> list[ChatMessage]:
+    """The system message from the mind, then the conversation that fits the context.
+
+    `opening` is the current cycle's framing (and stimulus): always sent, even after the
+    conversation window archived it.
+    """
     being = life.being
     text = system_message_text(being.state.mind)
     text += "".join(extension.prompt_section() for extension in life.extensions)
     system: ChatMessage = {"role": "system", "content": text}
     visible = [being.revealed(message) for message in being.state.conversation]
-    return [system, *select_context(visible, life.limits.context_tokens)]
+    return [system, *select_context(visible, life.limits.context_tokens, opening)]
 
 
 def _reservation(life: Life, messages: list[ChatMessage], extra_bytes: int = 0) -> ledger.Charge:
@@ -183,14 +189,15 @@ async def live_cycle(life: Life) -> CycleReport:
         await extension.before_cycle()
     state.cycle += 1
     being.journal(events.cycle_started(being.now(), state.cycle))
-    state.conversation.extend(opening_messages(life, state.cycle))
+    opening = opening_messages(life, state.cycle)
+    state.conversation.extend(opening)
     being.save()
     actions: list[str] = []
     tools = life.catalogue.definitions
     for _ in range(life.limits.max_tool_rounds):
         if life.stop_requested():
             return life.report("cancelled", actions, None)
-        messages = request_messages(life)
+        messages = request_messages(life, opening)
         reservation = _reservation(life, messages)
         if not ledger.can_cover(state.budget, reservation):
             state.status = "exhausted"

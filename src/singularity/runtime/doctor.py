@@ -10,14 +10,16 @@ from singularity.gateway.client import BramaClient
 from singularity.most.client import MostClient
 from singularity.runtime.lifecycle import gateway_auth
 from singularity.settings_check import check_runtime
+from singularity.skills import plan_skills, start_skills
 from singularity.tools.model_tool import SELECTORS, TASK_PREFIX
 
 DOCTOR_SELECTORS = (*SELECTORS,)  # `best` is accepted too (decision 4)
 
 
 async def doctor(settings: Settings) -> dict[str, Any]:
-    """Check the gateway's health and model list; writes no being state."""
+    """Check the gateway, Most and every skill server as `run` would; writes no being state."""
     credentials = check_runtime(settings)
+    endpoints = plan_skills(settings)
     model = settings.brama_model
     async with BramaClient(
         settings.brama_url,
@@ -41,4 +43,14 @@ async def doctor(settings: Settings) -> dict[str, Any]:
         backends = most.get("backends")
         if not backends or backends == "none":
             raise MostError("Most has no send-capable backend")
-    return {"brama_model": model, "las_tools": 0, "most": most, "ok": True}
+    skills = start_skills(
+        endpoints,
+        timeout=settings.mcp_timeout_secs,
+        grace=settings.shutdown_grace_secs,
+        required_surfaces=settings.required_surface_list,
+    )
+    try:
+        tool_count = len(skills.tool_names)
+    finally:
+        await skills.aclose()
+    return {"brama_model": model, "las_tools": tool_count, "most": most, "ok": True}

@@ -19,6 +19,7 @@ from singularity.domain.mind_import import ImportDocument, ImportReport, merge, 
 from singularity.errors import BramaError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
+from singularity.journal.extension import journal_extension
 from singularity.most.client import MostClient
 from singularity.most.tools import most_tools
 from singularity.runtime import ledger
@@ -28,7 +29,10 @@ from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.extension import Extension
 from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
+from singularity.runtime.sanctum import check_sanctum, live_pulses, sanctum_extension
+from singularity.runtime.tool_call import answer_open_calls
 from singularity.settings_check import Credentials, canonical_workspace, check_runtime
+from singularity.skills import Skills, plan_skills, start_skills
 from singularity.storage.activity import Event
 from singularity.timestamps import Clock, system_clock
 from singularity.tools.base import FunctionToolset, Toolset
@@ -64,6 +68,12 @@ def builtin_toolsets(
     ]
 
 
+def default_extensions(being: LiveBeing, settings: Settings) -> list[Extension]:
+    """The built-in parts every being has unless a caller names its own: the sanctum, the
+    private journal."""
+    return [sanctum_extension(being, settings), journal_extension(being, settings)]
+
+
 @dataclass
 class Runtime:
     """A booted being with its gateway, workspace and catalogue."""
@@ -81,6 +91,7 @@ class Runtime:
     """The permanent gateway error that ended the being's life, if any (decision 10)."""
     most: MostClient | None = None
     extensions_started: bool = False
+    skills: Skills = field(default_factory=Skills)
 
     @classmethod
     def boot(
@@ -97,8 +108,11 @@ class Runtime:
         credentials = check_runtime(settings)
         workspace_root = canonical_workspace(settings.workspace)
         check_disjoint(workspace_root, settings.state_dir)
+        check_sanctum(settings, workspace_root)
+        endpoints = plan_skills(settings)
         being = open_being(settings, clock=clock)
         being.listeners.extend(watch(being) for watch in watchers)
+        skills = Skills()
         try:
             applied = ledger.reconcile(being, being.activity.events_at_open)
             if applied:
@@ -125,7 +139,17 @@ class Runtime:
                 max_tokens=settings.max_tokens,
                 temperature=settings.temperature,
             )
-            toolsets = list(extra_toolsets(being)) if extra_toolsets else []
+            skills = start_skills(
+                endpoints,
+                timeout=settings.mcp_timeout_secs,
+                grace=settings.shutdown_grace_secs,
+                required_surfaces=settings.required_surface_list,
+            )
+            skills.on_warning(
+                lambda text: being.journal(events.warning(being.now(), being.state.cycle, text))
+            )
+            toolsets: list[Toolset] = list(skills.toolsets)
+            toolsets += list(extra_toolsets(being)) if extra_toolsets else []
             most = None
             if credentials.most_token is not None:
                 most = MostClient(
@@ -133,11 +157,15 @@ class Runtime:
                 )
                 toolsets.append(most_tools(most))
             toolsets += builtin_toolsets(being, settings, gateway, workspace)
-            parts = list(extensions(being)) if extensions else []
+            if extensions is None:
+                parts = default_extensions(being, settings)
+            else:
+                parts = list(extensions(being))
             for part in parts:
                 toolsets += part.toolsets()
             catalogue = Catalogue(toolsets)
         except BaseException:
+            skills.close()
             being.close()
             raise
         limits = CycleLimits(
@@ -159,6 +187,7 @@ class Runtime:
         )
         runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
         runtime.most = most
+        runtime.skills = skills
         state = being.state
         state.status = "running"
         being.journal(events.started(being.now()))
@@ -180,13 +209,13 @@ class Runtime:
         """Ask the being to stop at the next safe point."""
         self.stop_event.set()
 
-    async def _live_one(self) -> CycleReport:
-        """One cycle with the extensions' hooks around it."""
+    async def _live_one(self, life: Life | None = None) -> CycleReport:
+        """One cycle with the extensions' hooks around it (`life`: a pulse's capped life)."""
         if not self.extensions_started:
             self.extensions_started = True
             for extension in self.life.extensions:
                 await extension.at_boot()
-        report = await live_cycle(self.life)
+        report = await live_cycle(life or self.life)
         for extension in self.life.extensions:
             await extension.after_cycle(report)
         return report
@@ -228,7 +257,10 @@ class Runtime:
         service = ImportService(socket_path(self.settings.state_dir), self.apply_import)
         await service.start()
         try:
-            await self._live(max_cycles)
+            if self.settings.pulse:
+                await live_pulses(self, max_cycles)
+            else:
+                await self._live(max_cycles)
         finally:
             await service.stop()
 
@@ -273,6 +305,30 @@ class Runtime:
         except TimeoutError:
             pass
 
+    def stop_now(self) -> None:
+        """Save the being for an immediate exit (decision 9: a second signal).
+
+        No call is left unanswered in the conversation, the final status is set and
+        `stopped` journaled; a reservation whose call is in flight stays open, so the
+        next boot charges it. Nothing is raised: the process is about to end.
+        """
+        being = self.being
+        state = being.state
+        if being.broken:
+            return
+        try:
+            answer_open_calls(being)
+            if self.failure is not None:
+                state.status = "failed"
+            elif state.budget.solvent and state.status != "exhausted":
+                state.status = "stopped"
+            else:
+                state.status = "exhausted"
+            being.journal(events.stopped(being.now(), state.cycle, state.status))
+            being.save()
+        except SingularityError as error:
+            log.error("could not save before exiting: %s", error)
+
     async def shutdown(self) -> None:
         """Stopping, then stopped or exhausted (spec §7.7); failed after a permanent error."""
         if self.closed:
@@ -288,6 +344,7 @@ class Runtime:
                 for extension in self.life.extensions:
                     await extension.at_stop()
                 await self.gateway.aclose()
+                await self.skills.aclose()
                 if self.most is not None:
                     await self.most.aclose()
                 self.workspace.close()
@@ -298,4 +355,7 @@ class Runtime:
                 being.journal(events.stopped(being.now(), state.cycle, state.status))
                 being.save()
         finally:
-            being.close()
+            try:
+                await self.skills.aclose()  # a no-op unless the steps above were cut short
+            finally:
+                being.close()

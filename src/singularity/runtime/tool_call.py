@@ -18,6 +18,11 @@ CANCELLED_CONTENT = (
     '{"chat_id":null,"content":{"message":"the runtime stopped before this call ran"},'
     '"error_code":"cancelled","message_id":null,"status":"failed"}'
 )
+INTERRUPTED_CONTENT = (
+    '{"chat_id":null,"content":{"message":"the runtime stopped while this call ran; '
+    'its effect is unknown"},"error_code":"interrupted","message_id":null,'
+    '"status":"indeterminate"}'
+)
 
 
 @dataclass(frozen=True)
@@ -73,3 +78,41 @@ def skip_tool_call(being: LiveBeing, call: ToolCall) -> None:
             "name": call["function"]["name"],
         }
     )
+
+
+def answer_open_calls(being: LiveBeing) -> int:
+    """Answer the newest assistant message's unanswered calls before an immediate exit.
+
+    Calls run one at a time and only a call's own await lets anything else happen, so
+    the first unanswered call is the one in flight (its effect is unknown: recorded and
+    journaled `indeterminate`) and the rest never ran. Returns how many were answered.
+    """
+    state = being.state
+    conversation = state.conversation
+    newest = next(
+        (i for i in range(len(conversation) - 1, -1, -1) if conversation[i]["role"] == "assistant"),
+        None,
+    )
+    if newest is None:
+        return 0
+    answered = {m.get("tool_call_id") for m in conversation[newest + 1 :] if m["role"] == "tool"}
+    open_calls = [
+        call for call in conversation[newest].get("tool_calls", []) if call["id"] not in answered
+    ]
+    for position, call in enumerate(open_calls):
+        name = call["function"]["name"]
+        if position == 0:
+            at = being.now()
+            state.record_action(
+                ActionRecord(cycle=state.cycle, tool=name, status="indeterminate", at=at)
+            )
+            being.journal(events.tool_finished(at, state.cycle, name, "indeterminate"))
+        conversation.append(
+            {
+                "role": "tool",
+                "content": INTERRUPTED_CONTENT if position == 0 else CANCELLED_CONTENT,
+                "tool_call_id": call["id"],
+                "name": name,
+            }
+        )
+    return len(open_calls)

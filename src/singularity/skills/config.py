@@ -1,8 +1,8 @@
 """The skills file: MCP servers in the common `mcpServers` JSON format (decision 18).
 
     {"mcpServers": {
-        "notes": {"command": "notes-server", "args": ["--db", "notes.db"], "env": {"HOME": "${HOME}"}},
-        "search": {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+        "notes": {"command": "notes-mcp", "args": ["--db", "notes.db"], "env": {"HOME": "${HOME}"}},
+        "search": {"url": "http://127.0.0.1:9000/mcp", "headers": {"X-Key": "${SEARCH_KEY}"}}
     }}
 
 Each server's name is its surface: its tools become `<name>__<tool>`. A stdio server has
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from singularity.errors import ConfigurationError
 from singularity.jsoncodec import loads_strict
+from singularity.secrets import os_error_text
 
 # Letters, digits, `-` and single `_`: `__` separates the surface from the tool name.
 SURFACE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?=[A-Za-z0-9-])){0,31}")
@@ -66,7 +67,7 @@ def load_skills_file(path: str, environ: Mapping[str, str]) -> list[ServerConfig
         with open(path, "rb") as handle:
             data = handle.read()
     except OSError as error:
-        raise ConfigurationError(f"skills file {path}: {error.strerror or error}") from None
+        raise ConfigurationError(f"skills file {path}: {os_error_text(error)}") from None
     return parse_skills(data, path, environ)
 
 
@@ -89,9 +90,7 @@ def parse_skills(data: bytes | str, source: str, environ: Mapping[str, str]) -> 
     return parsed
 
 
-def _server(
-    name: str, entry: Any, where: str, environ: Mapping[str, str]
-) -> ServerConfig | None:
+def _server(name: str, entry: Any, where: str, environ: Mapping[str, str]) -> ServerConfig | None:
     if not is_surface_name(name):
         raise ConfigurationError(
             f"{where}: a server name must be 1-32 letters, digits, `-` or single `_`"
@@ -125,7 +124,9 @@ def _server(
     url = entry["url"]
     if not isinstance(url, str) or not _is_http_url(url):
         raise ConfigurationError(f"{where}: `url` must be an http or https URL")
-    return HttpServer(name, url, _expanded(entry.get("headers", {}), f"{where}: `headers`", environ))
+    return HttpServer(
+        name, url, _expanded(entry.get("headers", {}), f"{where}: `headers`", environ)
+    )
 
 
 def _kind(entry: dict[str, Any], where: str) -> str:

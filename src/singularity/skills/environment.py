@@ -62,7 +62,11 @@ def las_environment(
         env["LAS_SKIP"] = las_skip
     if skarbiec_active(las_only, las_skip):
         env.update(
-            {name: runtime_environ[name] for name in SKARBIEC_PASSTHROUGH if name in runtime_environ}
+            {
+                name: runtime_environ[name]
+                for name in SKARBIEC_PASSTHROUGH
+                if name in runtime_environ
+            }
         )
         if agent_id is not None:
             # Set from the identity, never inherited: an ambient value would be overridden.

@@ -26,7 +26,7 @@ from mcp.types import (
     CallToolRequestParams,
     Implementation,
 )
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from singularity import __version__
 from singularity.errors import McpError, RetryClass
@@ -38,8 +38,13 @@ MAX_LIST_PAGES = 100
 BACKOFF_FIRST_SECS = 1.0
 BACKOFF_MAX_SECS = 60.0
 OWNER_SLACK_SECS = 10.0
-_RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 INDETERMINATE = RetryClass.INDETERMINATE
+
+
+class RawResult(BaseModel):
+    """A result kept exactly as sent: every member is an extra, nothing is dropped."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ def backoff(failures: int) -> float:
     """Seconds before the next restart after `failures` consecutive ones (0 after the first)."""
     if failures <= 1:
         return 0.0
-    return min(BACKOFF_MAX_SECS, BACKOFF_FIRST_SECS * 2 ** (failures - 2))
+    return min(BACKOFF_MAX_SECS, BACKOFF_FIRST_SECS * 2.0 ** (failures - 2))
 
 
 def _describe(error: BaseException) -> str:
@@ -118,7 +123,8 @@ class Connection:
             return await asyncio.wait_for(asyncio.shield(ready), self.timeout + OWNER_SLACK_SECS)
         except TimeoutError:
             await self.close()
-            raise McpError(f"{self.label} request deadline exceeded: initialize", INDETERMINATE)
+            message = f"{self.label} request deadline exceeded: initialize"
+            raise McpError(message, INDETERMINATE) from None
         except BaseException:
             await self.close()
             raise
@@ -150,7 +156,9 @@ class Connection:
         finally:
             self._client = None
             if not ready.done():
-                ready.set_exception(McpError(f"{self.label} was stopped during start", INDETERMINATE))
+                ready.set_exception(
+                    McpError(f"{self.label} was stopped during start", INDETERMINATE)
+                )
 
     async def _list(self, client: Client) -> list[RemoteTool]:
         tools: list[RemoteTool] = []
@@ -173,7 +181,8 @@ class Connection:
         try:
             # The session's read timeout is the deadline; this guard also bounds the write.
             with anyio.fail_after(self.timeout + 1):
-                report.result = await client.session.send_request(request, _RAW_RESULT)
+                raw = await client.session.send_request(request, RawResult)
+            report.result = raw.model_dump()
         except Exception as error:
             report.error, lost = self._classify("tools/call", error)
             if lost:
@@ -190,7 +199,7 @@ class Connection:
                 self._down_noted = True
                 self._failures += 1
                 self._retry_at = anyio.current_time() + backoff(self._failures)
-                report.notices.append(f"{self.label} is not running")
+                report.notices.append(f"{self.label} had stopped; restarting it")
             wait = self._retry_at - anyio.current_time()
             if wait > 0:
                 report.error = McpError(

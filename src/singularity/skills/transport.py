@@ -30,7 +30,9 @@ from singularity.secrets import os_error_text
 from singularity.skills.endpoints import HttpLaunch, StdioLaunch
 
 log = logging.getLogger(__name__)
-Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+Streams = tuple[
+    MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]
+]
 DEFAULT_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 MAX_LINE_BYTES = 16 * 1024 * 1024
 KILL_WAIT_SECS = 5.0
@@ -96,7 +98,9 @@ async def _read(
                     if message is not None:
                         await sink.send(message)
                 if len(buffer) > MAX_LINE_BYTES:
-                    log.warning("%s wrote a line over %d bytes on stdout; dropped", label, len(buffer))
+                    log.warning(
+                        "%s wrote a line over %d bytes on stdout; dropped", label, len(buffer)
+                    )
                     buffer.clear()
                     skipping = True
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

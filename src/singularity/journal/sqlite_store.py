@@ -1,0 +1,336 @@
+"""The default backend: `<state-dir>/journal.sqlite3`, 0600, WAL, synchronous=FULL.
+
+Recall is an exact cosine scan in NumPy over the vectors of one model, kept in memory
+between calls and reloaded when another connection (the CLI) changed the file.
+`secure_delete` zeroes deleted rows; after a purge the WAL is checkpointed and
+truncated, and the file is vacuumed once enough pages are free, so deleted ciphertext
+does not linger in free pages or old WAL frames.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from singularity.journal.records import (
+    EVERYTHING,
+    Filter,
+    JournalError,
+    Row,
+    Vector,
+    from_micros,
+    to_micros,
+)
+
+COLUMNS = (
+    "id, created_us, mood, ciphertext, nonce, key_id, embedding, embedding_model, "
+    "embedded_us, thread_id, seq, redacted, promoted, promoted_us, promoted_ref"
+)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    id TEXT PRIMARY KEY,
+    created_us INTEGER NOT NULL,
+    mood TEXT,
+    ciphertext BLOB NOT NULL,
+    nonce BLOB NOT NULL,
+    key_id TEXT NOT NULL,
+    embedding BLOB,
+    dims INTEGER,
+    embedding_model TEXT,
+    embedded_us INTEGER,
+    thread_id TEXT,
+    seq INTEGER,
+    redacted INTEGER NOT NULL DEFAULT 0,
+    promoted INTEGER NOT NULL DEFAULT 0,
+    promoted_us INTEGER,
+    promoted_ref TEXT
+);
+CREATE INDEX IF NOT EXISTS entries_created ON entries (created_us);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+VACUUM_FREE_FRACTION = 0.1
+
+
+def _optional_us(moment: datetime | None) -> int | None:
+    return None if moment is None else to_micros(moment)
+
+
+def _optional_time(micros: int | None) -> datetime | None:
+    return None if micros is None else from_micros(micros)
+
+
+def _blob(vector: Vector | None) -> bytes | None:
+    return None if vector is None else vector.astype("<f4").tobytes()
+
+
+def _row(record: tuple[Any, ...]) -> Row:
+    (ident, created, mood, cipher, nonce, key_id, blob, model, embedded, thread, seq) = record[:11]
+    redacted, promoted, promoted_us, ref = record[11:]
+    vector = None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    return Row(
+        id=ident,
+        created_at=from_micros(created),
+        ciphertext=bytes(cipher),
+        nonce=bytes(nonce),
+        key_id=key_id,
+        mood=mood,
+        embedding=vector,
+        embedding_model=model,
+        embedded_at=_optional_time(embedded),
+        thread_id=thread,
+        seq=seq,
+        redacted=bool(redacted),
+        promoted=bool(promoted),
+        promoted_at=_optional_time(promoted_us),
+        promoted_ref=ref,
+    )
+
+
+def _where(where: Filter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    values: list[Any] = []
+    if where.since is not None:
+        clauses.append("created_us >= ?")
+        values.append(to_micros(where.since))
+    if where.before is not None:
+        clauses.append("created_us < ?")
+        values.append(to_micros(where.before))
+    for column, value in (("mood", where.mood), ("thread_id", where.thread_id)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            values.append(value)
+    if where.key_id is not None:
+        clauses.append("key_id = ?")
+        values.append(where.key_id)
+    if where.lacking_model is not None:
+        clauses.append("NOT redacted AND (embedding_model IS NULL OR embedding_model != ?)")
+        values.append(where.lacking_model)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
+
+
+@dataclass
+class _Vectors:
+    """One model's vectors in memory, with what filters need."""
+
+    version: int
+    model: str
+    ids: list[str]
+    created: np.ndarray
+    moods: list[str | None]
+    threads: list[str | None]
+    matrix: np.ndarray
+
+
+def _create_private(path: str) -> None:
+    """Make the file 0600 before SQLite opens it; SQLite gives -wal and -shm the same mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise JournalError(f"{path} is not a regular file") from None
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.chmod(path, 0o600)
+
+
+class ForeignDatabase(JournalError):
+    """The database file belongs to another journal (another being's key)."""
+
+
+class SqliteStore:
+    """Rows in one SQLite file."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self.db = connection
+        self._vectors: _Vectors | None = None
+
+    @classmethod
+    def open(cls, path: str, journal_id: str) -> SqliteStore:
+        """Open (creating 0600) the database and its schema; refuse another journal's file."""
+        try:
+            _create_private(path)
+            connection = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON"):
+                connection.execute(f"PRAGMA {pragma}")
+            connection.executescript(SCHEMA)
+            connection.execute(
+                "INSERT OR IGNORE INTO meta (name, value) VALUES ('journal_id', ?)", (journal_id,)
+            )
+            owner = connection.execute(
+                "SELECT value FROM meta WHERE name = 'journal_id'"
+            ).fetchone()
+        except (OSError, sqlite3.Error) as error:
+            raise JournalError(f"cannot open {path}: {error}") from None
+        if owner[0] != journal_id:
+            connection.close()
+            raise ForeignDatabase(f"{path} holds another being's journal")
+        return cls(path, connection)
+
+    def _version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def insert(self, row: Row) -> None:
+        """Add one row (committed and synced on return)."""
+        self.db.execute(
+            f"INSERT INTO entries ({COLUMNS}, dims) VALUES ({', '.join('?' * 16)})",
+            (
+                row.id,
+                to_micros(row.created_at),
+                row.mood,
+                row.ciphertext,
+                row.nonce,
+                row.key_id,
+                _blob(row.embedding),
+                row.embedding_model,
+                _optional_us(row.embedded_at),
+                row.thread_id,
+                row.seq,
+                int(row.redacted),
+                int(row.promoted),
+                _optional_us(row.promoted_at),
+                row.promoted_ref,
+                None if row.embedding is None else len(row.embedding),
+            ),
+        )
+        cache = self._vectors
+        vector = row.embedding
+        if cache and vector is not None and not row.redacted and row.embedding_model == cache.model:
+            cache.ids.append(row.id)
+            cache.created = np.append(cache.created, to_micros(row.created_at))
+            cache.moods.append(row.mood)
+            cache.threads.append(row.thread_id)
+            cache.matrix = np.vstack([cache.matrix, vector[None, :]])
+
+    def update(self, row: Row) -> None:
+        """Write back the mutable fields."""
+        self.db.execute(
+            "UPDATE entries SET ciphertext = ?, nonce = ?, key_id = ?, embedding = ?, dims = ?, "
+            "embedding_model = ?, embedded_us = ?, promoted = ?, promoted_us = ?, "
+            "promoted_ref = ? WHERE id = ?",
+            (
+                row.ciphertext,
+                row.nonce,
+                row.key_id,
+                _blob(row.embedding),
+                None if row.embedding is None else len(row.embedding),
+                row.embedding_model,
+                _optional_us(row.embedded_at),
+                int(row.promoted),
+                _optional_us(row.promoted_at),
+                row.promoted_ref,
+                row.id,
+            ),
+        )
+        self._vectors = None
+
+    def rows(self, where: Filter = EVERYTHING, ids: Sequence[str] | None = None) -> list[Row]:
+        """Matching rows, oldest first."""
+        clause, values = _where(where)
+        if ids is not None:
+            wanted = list(ids)
+            if not wanted:
+                return []
+            clause += (" AND " if clause else " WHERE ") + f"id IN ({', '.join('?' * len(wanted))})"
+            values += wanted
+        cursor = self.db.execute(
+            f"SELECT {COLUMNS} FROM entries{clause} ORDER BY created_us, id", values
+        )
+        return [_row(record) for record in cursor]
+
+    def count(self, where: Filter = EVERYTHING) -> int:
+        """How many rows match."""
+        clause, values = _where(where)
+        return int(self.db.execute(f"SELECT count(*) FROM entries{clause}", values).fetchone()[0])
+
+    def _load(self, model: str) -> _Vectors:
+        version = self._version()
+        cache = self._vectors
+        if cache is not None and cache.model == model and cache.version == version:
+            return cache
+        cursor = self.db.execute(
+            "SELECT id, created_us, mood, thread_id, embedding FROM entries "
+            "WHERE embedding_model = ? AND NOT redacted AND embedding IS NOT NULL",
+            (model,),
+        )
+        ids, created, moods, threads, blobs = [], [], [], [], []
+        for ident, micros, mood, thread, blob in cursor:
+            ids.append(ident)
+            created.append(micros)
+            moods.append(mood)
+            threads.append(thread)
+            blobs.append(blob)
+        matrix = (
+            np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), -1).astype(np.float32)
+            if blobs
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+        self._vectors = _Vectors(
+            version, model, ids, np.array(created, dtype=np.int64), moods, threads, matrix
+        )
+        return self._vectors
+
+    def nearest(self, model: str, vector: Vector, k: int, where: Filter) -> list[tuple[str, float]]:
+        """Exact top-k by cosine (vectors are unit length, so by dot product)."""
+        cache = self._load(model)
+        if not cache.ids or cache.matrix.shape[1] != len(vector):
+            return []
+        mask = np.ones(len(cache.ids), dtype=bool)
+        if where.since is not None:
+            mask &= cache.created >= to_micros(where.since)
+        if where.before is not None:
+            mask &= cache.created < to_micros(where.before)
+        if where.mood is not None:
+            mask &= np.array([mood == where.mood for mood in cache.moods], dtype=bool)
+        if where.thread_id is not None:
+            mask &= np.array([t == where.thread_id for t in cache.threads], dtype=bool)
+        chosen = np.flatnonzero(mask)
+        if not len(chosen):
+            return []
+        scores = cache.matrix[chosen] @ vector if len(chosen) < len(mask) else cache.matrix @ vector
+        top = min(k, len(chosen))
+        best = np.argpartition(-scores, top - 1)[:top]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [(cache.ids[int(chosen[i])], float(scores[i])) for i in best]
+
+    def purge(self, before: datetime, keep_promoted: bool) -> int:
+        """Delete old rows in one transaction, then reclaim their pages."""
+        condition = "created_us < ?" + (" AND NOT promoted" if keep_promoted else "")
+        gone = self.db.execute(f"DELETE FROM entries WHERE {condition}", (to_micros(before),))
+        count = gone.rowcount
+        if count:
+            self._vectors = None
+            self.reclaim()
+        return count
+
+    def reclaim(self, force: bool = False) -> None:
+        """Vacuum when enough pages are free, then checkpoint and truncate the WAL."""
+        free = int(self.db.execute("PRAGMA freelist_count").fetchone()[0])
+        pages = int(self.db.execute("PRAGMA page_count").fetchone()[0]) or 1
+        if force or (free and free / pages >= VACUUM_FREE_FRACTION):
+            self.db.execute("VACUUM")
+        self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def key_ids(self) -> set[str]:
+        """Key ids still in use."""
+        return {kid for (kid,) in self.db.execute("SELECT DISTINCT key_id FROM entries")}
+
+    def destroy(self) -> None:
+        """Delete everything and reclaim the file's space."""
+        self.db.execute("DELETE FROM entries")
+        self._vectors = None
+        self.reclaim(force=True)
+
+    def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL on the last close)."""
+        self.db.close()

@@ -1,0 +1,354 @@
+"""The sanctum as a part of a live being: its tools, its prompt section and its hooks.
+
+`SanctumCore` carries the Extension hooks without importing the runtime (the layers
+point down); `singularity.runtime.sanctum` binds it to the `Extension` base. At boot it
+opens (or births, or finishes) the sanctum and writes the session notes a crash left
+missing; after every cycle, and at stop, it writes a session note for each cycle that
+ended without one. The `Sanctum:` prompt section is cached and rebuilt whenever the
+sanctum changes: after a sanctum tool changed a file, at every cycle boundary, and
+when an identity file, PULSE.md, pending.md or the tending stamp changed on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any, Protocol
+
+from singularity.config import Settings
+from singularity.domain import events
+from singularity.domain.state import AgentState
+from singularity.errors import SingularityError
+from singularity.money import render_money
+from singularity.sanctum import definitions, tools, writing
+from singularity.sanctum.layout import Seed, initialize
+from singularity.sanctum.names import (
+    IDENTITY_FILES,
+    MEMORY,
+    PENDING,
+    PULSE_FILE,
+    SESSIONS,
+    TENDED,
+    SanctumRefusal,
+    session_note_name,
+)
+from singularity.sanctum.notes import NoteKeeper, note_text
+from singularity.sanctum.pulse import QuietHours, Schedule, configured_schedule, schedule_from
+from singularity.sanctum.store import SanctumStore, ensure_root
+from singularity.sanctum.wake import Wake, wake
+from singularity.timestamps import Clock, parse_timestamp, render_timestamp
+from singularity.tools.base import FunctionTool, FunctionToolset, JsonObject, Outcome, Toolset
+
+log = logging.getLogger(__name__)
+Event = dict[str, Any]
+MODEL_LABEL = "(the root of every singularity_sanctum_* path)"
+SECTION_HEADER = "\n\nSanctum:\n"
+UNAVAILABLE = "sanctum_unavailable"
+PREAMBLE = (
+    "Below is your sanctum: your human-readable memory, small Markdown files a person can "
+    "read and edit. The identity files are you; the map shows what you remember without "
+    "the bodies: read a file with singularity_sanctum_read when a task reaches it, find "
+    "things with singularity_sanctum_list and singularity_sanctum_grep, and follow "
+    "HOW-I-REMEMBER.md for every write. Write as you go; a cycle that ends without a "
+    "session note in memory/sessions/ gets a minimal one from the runtime."
+)
+FIRST_BREATH = (
+    "First Breath is not finished: replace the {{…}} placeholders in {files} with what you "
+    "decide from your identity and specialty (singularity_sanctum_write replaces a whole "
+    "identity file), and put open questions in memory/open-questions.md and pending.md."
+)
+TEND = (
+    "Tend first: the map shows session notes since the last tending. Distill undistilled "
+    "raw files, merge files about one subject, correct standing files a recent session "
+    "contradicted, raise what matters in pending.md, then call singularity_sanctum_tended."
+)
+PULSE = (
+    "MODE: PULSE is a scheduled quiet cycle with nobody at the keyboard: tend first, then "
+    "do the tasks PULSE.md lists, update its State section, and end with a plain answer. "
+    "This pulse may use at most {rounds} model rounds and {cost} USD."
+)
+WATCHED = (
+    *((name,) for name in IDENTITY_FILES),
+    (PULSE_FILE,),
+    (MEMORY, PENDING),
+    (MEMORY, TENDED),
+)
+
+
+class Host(Protocol):
+    """What the sanctum needs of a live being."""
+
+    @property
+    def state(self) -> AgentState: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def listeners(self) -> list[Callable[[Event], None]]: ...
+    def journal(self, event: Event) -> None: ...
+    def now(self) -> str: ...
+
+
+class CycleInfo(Protocol):
+    """What the sanctum reads of a cycle report."""
+
+    @property
+    def cycle(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class PulseLimits:
+    """The caps of one pulse."""
+
+    max_rounds: int
+    max_cost: Decimal
+
+
+@dataclass(frozen=True)
+class SanctumConfig:
+    """Where the sanctum lives and how Pulse is set up."""
+
+    root: str
+    pulse: bool = False
+    frequency: str = "6h"
+    quiet_hours: str = ""
+    limits: PulseLimits = PulseLimits(8, Decimal("0.1"))
+    default_frequency: timedelta = timedelta(hours=6)
+    quiet: tuple[QuietHours, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, pulse: bool | None = None) -> SanctumConfig:
+        """The sanctum of a configuration (`<state-dir>/sanctum` unless overridden)."""
+        root = settings.sanctum_dir or os.path.join(settings.state_dir, "sanctum")
+        frequency, quiet = configured_schedule(settings.pulse_frequency, settings.pulse_quiet_hours)
+        rounds = max(1, min(settings.pulse_max_rounds, settings.max_tool_rounds))
+        return cls(
+            root=os.path.abspath(root),
+            pulse=settings.pulse if pulse is None else pulse,
+            frequency=settings.pulse_frequency,
+            quiet_hours=settings.pulse_quiet_hours,
+            limits=PulseLimits(rounds, settings.pulse_max_cost),
+            default_frequency=frequency,
+            quiet=quiet,
+        )
+
+
+def today(clock: Clock) -> str:
+    """The clock's UTC date, `YYYY-MM-DD`."""
+    return render_timestamp(clock())[:10]
+
+
+class SanctumCore:
+    """The sanctum of one live being (see the module docstring)."""
+
+    def __init__(self, host: Host, config: SanctumConfig, past: Sequence[Event] = ()) -> None:
+        """Follow the journal from `past` on; nothing is opened until `at_boot`."""
+        self.host = host
+        self.config = config
+        self.store: SanctumStore | None = None
+        self.failure: str | None = None
+        self.notes = NoteKeeper()
+        self.last_pulse: datetime | None = None
+        self.pulse: PulseLimits | None = None
+        """Set while a pulse cycle runs."""
+        self._generation = 0
+        self._cached: tuple[object, str] | None = None
+        for event in past:
+            self._observe(event)
+        host.listeners.append(self._observe)
+        self._toolset = FunctionToolset(
+            [FunctionTool(definition, self._handler(run)) for definition, run in _TOOLS]
+        )
+
+    def _observe(self, event: Event) -> None:
+        self.notes.observe(event)
+        if event.get("type") == "pulse_finished":
+            try:
+                self.last_pulse = parse_timestamp(str(event.get("at")))
+            except ValueError:
+                pass
+
+    # The Extension hooks.
+
+    def toolsets(self) -> Sequence[Toolset]:
+        """The eleven sanctum tools."""
+        return [self._toolset]
+
+    def prompt_section(self) -> str:
+        """The `Sanctum:` section: a short preamble, directives, then the wake text."""
+        signature = self._signature()
+        if self._cached is None or self._cached[0] != signature:
+            self._cached = (signature, SECTION_HEADER + self._compose())
+        return self._cached[1]
+
+    async def at_boot(self) -> None:
+        """Open the sanctum (birthing or finishing it), then note cycles a crash left bare."""
+        self.open()
+        self.settle(self.host.state.cycle, "interrupted (the process ended)")
+
+    async def before_cycle(self) -> None:
+        """Note a cycle that an error ended; see the sanctum as it is now."""
+        self.settle(self.host.state.cycle, "ended by an error")
+        self.invalidate()
+
+    async def after_cycle(self, report: CycleInfo) -> None:
+        """Write the runtime's session note if the cycle left none."""
+        self.settle(report.cycle, report.status)
+
+    async def at_stop(self) -> None:
+        """Note the cycle a stop cut short, then close the sanctum."""
+        self.settle(self.host.state.cycle, "stopped")
+        self.close()
+
+    # The sanctum itself.
+
+    def open(self) -> None:
+        """Open or create the sanctum and seed what is missing; a failure is a warning."""
+        if self.store is not None:
+            return
+        try:
+            ensure_root(self.config.root)
+            store = SanctumStore(self.config.root)
+        except SingularityError as error:
+            self._unavailable(str(error))
+            return
+        try:
+            store.remove_stale_temps()
+            state = self.host.state
+            pulse = (self.config.frequency, self.config.quiet_hours) if self.config.pulse else None
+            birth = initialize(store, Seed(state.identity, state.started_at[:10], pulse))
+        except (SanctumRefusal, OSError) as error:
+            store.close()
+            self._unavailable(f"cannot initialise the sanctum: {error}")
+            return
+        self.store = store
+        self.failure = None
+        self.host.journal(events.sanctum_initialized(self.host.now(), birth.outcome, birth.filled))
+        self.invalidate()
+
+    def _unavailable(self, reason: str) -> None:
+        self.failure = reason
+        log.warning("sanctum unavailable: %s", reason)
+        self.host.journal(events.warning(self.host.now(), self.host.state.cycle, reason))
+
+    def close(self) -> None:
+        """Close the sanctum's root descriptor."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def invalidate(self) -> None:
+        """Rebuild the prompt section before the next model request."""
+        self._generation += 1
+
+    def settle(self, through: int, ended: str) -> None:
+        """Write the runtime's note for every cycle up to `through` that has none."""
+        store = self.store
+        if store is None:
+            return
+        for digest in self.notes.due(through):
+            name = session_note_name(digest.day, digest.cycle)
+            try:
+                created = store.create((MEMORY, SESSIONS, name), note_text(digest, ended).encode())
+            except SanctumRefusal as refusal:
+                log.warning("cannot write the session note of cycle %d: %s", digest.cycle, refusal)
+                continue
+            if created:
+                path = f"{MEMORY}/{SESSIONS}/{name}"
+                self.host.journal(events.session_note_auto(self.host.now(), digest.cycle, path))
+            self.notes.settled(digest.cycle)
+            self.invalidate()
+
+    def wake(self, *, pulse: bool = False, bodies: bool = True) -> Wake:
+        """The wake text as the being sees it."""
+        return wake(self.store, MODEL_LABEL, pulse=pulse, bodies=bodies)
+
+    def schedule(self) -> Schedule:
+        """The pulse schedule: PULSE.md over the configured frequency and quiet hours."""
+        text = None
+        if self.store is not None:
+            try:
+                text = self.store.read_optional((PULSE_FILE,))
+            except SanctumRefusal:
+                text = None
+        return schedule_from(text, self.config.default_frequency, self.config.quiet)
+
+    def _signature(self) -> object:
+        stamps: list[object] = [self._generation, self.pulse]
+        if self.store is not None:
+            for parts in WATCHED:
+                try:
+                    stamps.append(self.store.stamp(parts))
+                except SanctumRefusal:
+                    stamps.append(None)
+        return tuple(stamps)
+
+    def _compose(self) -> str:
+        if self.store is None:
+            return f"(unavailable: {self.failure or 'not opened yet'})"
+        woken = self.wake(pulse=self.pulse is not None)
+        lines = [PREAMBLE]
+        if woken.unfinished:
+            lines.append(FIRST_BREATH.format(files=", ".join(name for name, _ in woken.unfinished)))
+        if woken.memory is not None and woken.memory.tending_due:
+            lines.append(TEND)
+        if self.pulse is not None:
+            cost = render_money(self.pulse.max_cost)
+            lines.append(PULSE.format(rounds=self.pulse.max_rounds, cost=cost))
+        return "\n".join(lines) + "\n\n" + woken.text
+
+    def _handler(
+        self, run: Callable[[tools.Context, JsonObject], tools.Done]
+    ) -> Callable[[JsonObject], Any]:
+        async def handle(arguments: JsonObject) -> Outcome:
+            store = self.store
+            if store is None:
+                return Outcome.failed(UNAVAILABLE, self.failure or "the sanctum is not open")
+            context = tools.Context(
+                store,
+                lambda: today(self.host.clock),
+                lambda bodies: self.wake(pulse=self.pulse is not None, bodies=bodies),
+            )
+            done = await asyncio.to_thread(run, context, arguments)
+            self._record(done)
+            return done.outcome
+
+        return handle
+
+    def _record(self, done: tools.Done) -> None:
+        host = self.host
+        cycle = host.state.cycle
+        for path, size in done.written:
+            host.journal(events.sanctum_written(host.now(), cycle, path, size))
+        if done.merged is not None:
+            host.journal(events.sanctum_merged(host.now(), cycle, *done.merged))
+        if done.tended is not None:
+            host.journal(events.sanctum_tended(host.now(), cycle, *done.tended))
+        if done.written or done.merged or done.tended:
+            self.invalidate()
+
+    def with_pulse(self, limits: PulseLimits | None) -> None:
+        """Mark the cycles that follow as a pulse (or not); the prompt says so."""
+        self.pulse = None if limits is None else replace(limits)
+        self.invalidate()
+
+
+_TOOLS: tuple[tuple[Any, Callable[[tools.Context, JsonObject], tools.Done]], ...] = (
+    (definitions.WAKE, tools.wake_tool),
+    (definitions.LIST, tools.list_tool),
+    (definitions.GREP, tools.grep_tool),
+    (definitions.READ, tools.read_tool),
+    (definitions.WRITE, writing.write_tool),
+    (definitions.HISTORY, writing.history_tool),
+    (definitions.INTAKE, writing.intake_tool),
+    (definitions.DISTILLED, writing.distilled_tool),
+    (definitions.MERGE, writing.merge_tool),
+    (definitions.PENDING, writing.pending_tool),
+    (definitions.TENDED, writing.tended_tool),
+)

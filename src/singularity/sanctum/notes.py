@@ -1,0 +1,131 @@
+"""Runtime-written session notes: no cycle ends without a trace in `memory/sessions/`.
+
+`NoteKeeper` follows the journal (the events at open, then every event as it is
+journaled) and keeps a digest of each cycle that started after the sanctum was
+initialised and has no session note yet. A cycle counts as noted when the being wrote a
+file under `memory/sessions/` during it (`sanctum_written`) or the runtime wrote one
+(`session_note_auto`). For the others the runtime writes a minimal note itself, from
+the same events: tools used, model calls, cost, revenue and warnings, marked `auto: true`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from singularity.money import ZERO, add, parse_money, render_money
+from singularity.sanctum.names import SESSIONS_PREFIX
+
+Event = dict[str, Any]
+MAX_WARNINGS = 10
+MAX_WARNING_CHARS = 200
+
+
+@dataclass
+class CycleDigest:
+    """What one cycle did, as its journal events tell it."""
+
+    cycle: int
+    started_at: str
+    tools: Counter[tuple[str, str]] = field(default_factory=Counter)
+    model_calls: int = 0
+    tokens: int = 0
+    cost: Decimal = ZERO
+    revenue: Decimal = ZERO
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def day(self) -> str:
+        """The cycle's UTC date, `YYYY-MM-DD`."""
+        return self.started_at[:10]
+
+
+def _money(value: object) -> Decimal:
+    try:
+        return parse_money(value)
+    except ValueError:
+        return ZERO
+
+
+@dataclass
+class NoteKeeper:
+    """Digests of the cycles that still need a session note."""
+
+    active: bool = False
+    """Whether the sanctum was initialised: cycles before that are never noted."""
+    open: dict[int, CycleDigest] = field(default_factory=dict)
+
+    def observe(self, event: Event) -> None:
+        """Take one journal event into account."""
+        kind = event.get("type")
+        if kind == "sanctum_initialized":
+            self.active = True
+            return
+        cycle = event.get("cycle")
+        if not self.active or not isinstance(cycle, int):
+            return
+        if kind == "cycle_started":
+            self.open[cycle] = CycleDigest(cycle, str(event.get("at", "")))
+            return
+        digest = self.open.get(cycle)
+        if digest is None:
+            return
+        if kind == "session_note_auto" or (
+            kind == "sanctum_written" and str(event.get("path", "")).startswith(SESSIONS_PREFIX)
+        ):
+            del self.open[cycle]
+        elif kind == "tool_finished":
+            digest.tools[(str(event.get("tool")), str(event.get("status")))] += 1
+        elif kind == "model_completed":
+            digest.model_calls += 1
+            usage = event.get("usage")
+            if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
+                digest.tokens += usage["total_tokens"]
+        elif kind == "cost_debited":
+            digest.cost = add(digest.cost, _money(event.get("amount")))
+        elif kind == "revenue_credited":
+            digest.revenue = add(digest.revenue, _money(event.get("amount")))
+        elif kind == "warning" and len(digest.warnings) < MAX_WARNINGS:
+            digest.warnings.append(str(event.get("message", ""))[:MAX_WARNING_CHARS])
+
+    def due(self, through: int) -> list[CycleDigest]:
+        """The unnoted cycles up to and including `through`, oldest first."""
+        return [self.open[cycle] for cycle in sorted(self.open) if cycle <= through]
+
+    def settled(self, cycle: int) -> None:
+        """Forget a cycle (its note exists)."""
+        self.open.pop(cycle, None)
+
+
+def _tools_line(digest: CycleDigest) -> str:
+    by_tool: dict[str, Counter[str]] = {}
+    for (tool, status), count in sorted(digest.tools.items()):
+        by_tool.setdefault(tool, Counter())[status] += count
+    parts = []
+    for tool, statuses in by_tool.items():
+        total = sum(statuses.values())
+        others = [f"{status} {n}" for status, n in sorted(statuses.items()) if status != "success"]
+        parts.append(f"{tool} ×{total}" + (f" ({', '.join(others)})" if others else ""))
+    return ", ".join(parts) or "none"
+
+
+def note_text(digest: CycleDigest, ended: str) -> str:
+    """The minimal note the runtime writes for a cycle that ended without one."""
+    warnings = "; ".join(digest.warnings) or "none"
+    return (
+        "---\n"
+        "auto: true\n"
+        f"cycle: {digest.cycle}\n"
+        f"started: {digest.started_at}\n"
+        f"ended: {ended}\n"
+        "---\n"
+        f"# Cycle {digest.cycle}\n\n"
+        "Written by the runtime: this cycle ended without a session note.\n\n"
+        f"- Tools used: {_tools_line(digest)}\n"
+        f"- Model calls: {digest.model_calls} ({digest.tokens} tokens)\n"
+        f"- Cost: {render_money(digest.cost)} USD\n"
+        f"- Revenue: {render_money(digest.revenue)} USD\n"
+        f"- Warnings: {warnings}\n"
+    )

@@ -1,0 +1,324 @@
+"""The sanctum's confined I/O: every path resolves beneath its root through `Workspace`.
+
+The sanctum reuses the workspace confinement primitive (openat2 with RESOLVE_BENEATH,
+or the component walk): a path is parsed by the same grammar, opened as a descriptor
+beneath the root descriptor, and never handed on as a checked string. Writes go through
+`fsio` (temp file, fsync, rename or link, directory fsync) at the failpoint `sanctum`.
+Every failure becomes a `SanctumRefusal` with a tool error code.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from singularity.errors import StateError
+from singularity.sanctum.names import BOUNDARY, IO, NOT_FOUND, SanctumRefusal
+from singularity.secrets import os_error_text
+from singularity.storage import fsio
+from singularity.tools.confinement import (
+    DIR_FLAGS,
+    PATH_MESSAGE,
+    InvalidPath,
+    Workspace,
+    WorkspaceEscape,
+    parse_path,
+)
+from singularity.tools.files import NotBoundedRegularFile, read_bounded
+
+TEMP_PREFIX = ".singularity-"
+POINT = "sanctum"
+MAX_READ_BYTES = 256 * 1024
+BOUNDARY_MESSAGE = "path leaves the sanctum"
+NOT_BOUNDED_MESSAGE = "path is not a bounded regular file"
+DIR_MODE = 0o700
+HEAD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One directory entry: name, what it is (symlinks are `other`), size of a file."""
+
+    name: str
+    kind: Literal["file", "dir", "other"]
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A folder of the sanctum (relative path with a trailing `/`), its files and subfolders."""
+
+    path: str
+    files: list[str]
+    dirs: list[str]
+
+
+def ensure_root(root: str) -> None:
+    """Create the sanctum directory 0700 if missing; refuse a symlink or another owner's."""
+    try:
+        if not os.path.lexists(root):
+            parent = os.path.dirname(root)
+            os.makedirs(parent, DIR_MODE, exist_ok=True)
+            try:
+                os.mkdir(root, DIR_MODE)
+            except FileExistsError:
+                pass
+            parent_fd = fsio.open_dir(parent)
+            try:
+                fsio.fsync_dir(parent_fd, POINT)
+            finally:
+                os.close(parent_fd)
+        info = os.lstat(root)
+        if stat.S_ISLNK(info.st_mode):
+            raise StateError(f"sanctum must not be a symlink: {root}")
+        if not stat.S_ISDIR(info.st_mode):
+            raise StateError(f"sanctum is not a directory: {root}")
+        if info.st_uid != os.geteuid():
+            raise StateError(f"sanctum {root} is owned by another user")
+        fd = fsio.open_dir(root)
+        try:
+            os.fchmod(fd, DIR_MODE)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise StateError(f"cannot open sanctum {root}: {os_error_text(error)}") from None
+
+
+def parts_of(text: str) -> tuple[str, ...]:
+    """The normal components of a sanctum path, or a `sanctum_boundary` refusal."""
+    try:
+        return parse_path(text)
+    except InvalidPath:
+        raise SanctumRefusal(BOUNDARY, PATH_MESSAGE) from None
+
+
+def _refusal(error: OSError) -> SanctumRefusal:
+    if error.errno == errno.ENOENT:
+        return SanctumRefusal(NOT_FOUND, "no such file in the sanctum")
+    if error.errno in (errno.ENXIO, errno.ELOOP, errno.EISDIR, errno.ENOTDIR):
+        return SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
+    return SanctumRefusal(IO, os_error_text(error))
+
+
+class SanctumStore:
+    """The open sanctum root; reads, writes and listings, all confined beneath it."""
+
+    def __init__(self, root: str) -> None:
+        """Open an existing sanctum directory (see `ensure_root`)."""
+        self.root = root
+        self.workspace = Workspace(root)
+
+    def close(self) -> None:
+        """Close the root descriptor."""
+        self.workspace.close()
+
+    def remove_stale_temps(self) -> int:
+        """Remove our own leftover temp files (at boot)."""
+        return self.workspace.remove_stale_temps()
+
+    def open_dir(self, parts: Sequence[str], *, create: bool = False) -> int:
+        """A descriptor of the folder `parts` (the root when empty), confined."""
+        try:
+            return self.workspace.open_dir(parts, create=create)
+        except WorkspaceEscape:
+            raise SanctumRefusal(BOUNDARY, BOUNDARY_MESSAGE) from None
+        except OSError as error:
+            raise _refusal(error) from None
+
+    def make_dir(self, parts: Sequence[str]) -> None:
+        """Create the folder `parts` (0700) and its parents if missing."""
+        os.close(self.open_dir(parts, create=True))
+
+    def read_bytes(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> bytes:
+        """Every byte of a regular, singly linked file of at most `limit` bytes."""
+        try:
+            fd = self.workspace.open_file(parts)
+        except WorkspaceEscape:
+            raise SanctumRefusal(BOUNDARY, BOUNDARY_MESSAGE) from None
+        except OSError as error:
+            raise _refusal(error) from None
+        try:
+            return read_bounded(fd, limit)
+        except NotBoundedRegularFile:
+            raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE) from None
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(fd)
+
+    def read_text(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str:
+        """A file as UTF-8 text."""
+        try:
+            return self.read_bytes(parts, limit).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SanctumRefusal(IO, "file is not UTF-8 text") from None
+
+    def read_optional(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str | None:
+        """A file as text, or None when it does not exist."""
+        try:
+            return self.read_text(parts, limit)
+        except SanctumRefusal as refusal:
+            if refusal.code == NOT_FOUND:
+                return None
+            raise
+
+    def exists(self, parts: Sequence[str]) -> bool:
+        """Whether `parts` names an entry of any type (its last component is not followed)."""
+        return self._lstat(parts) is not None
+
+    def is_file(self, parts: Sequence[str]) -> bool:
+        """Whether `parts` names a regular file (its last component is not followed)."""
+        info = self._lstat(parts)
+        return info is not None and stat.S_ISREG(info.st_mode)
+
+    def stamp(self, parts: Sequence[str]) -> tuple[int, int, int] | None:
+        """What changes when the entry changes: mtime, size, inode (None when missing)."""
+        info = self._lstat(parts)
+        return None if info is None else (info.st_mtime_ns, info.st_size, info.st_ino)
+
+    def _lstat(self, parts: Sequence[str]) -> os.stat_result | None:
+        try:
+            dir_fd = self.open_dir(parts[:-1])
+        except SanctumRefusal as refusal:
+            if refusal.code == NOT_FOUND:
+                return None
+            raise
+        try:
+            return os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+
+    def replace(self, parts: Sequence[str], data: bytes) -> None:
+        """Durably create or replace a regular file; a symlink or other destination is refused."""
+        dir_fd = self.open_dir(parts[:-1], create=True)
+        try:
+            try:
+                info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISREG(info.st_mode):
+                    raise SanctumRefusal(IO, "destination is not a regular file")
+            fsio.replace_file(dir_fd, parts[-1], data, temp_prefix=TEMP_PREFIX, point=POINT)
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+
+    def create(self, parts: Sequence[str], data: bytes) -> bool:
+        """Durably create a file that must not exist yet; False (nothing written) if it does."""
+        dir_fd = self.open_dir(parts[:-1], create=True)
+        try:
+            return fsio.create_file(dir_fd, parts[-1], data, temp_prefix=TEMP_PREFIX, point=POINT)
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+
+    def remove(self, parts: Sequence[str]) -> None:
+        """Durably remove one regular file."""
+        dir_fd = self.open_dir(parts[:-1])
+        try:
+            info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode):
+                raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
+            fsio.remove_file(dir_fd, parts[-1], point=POINT)
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+
+    def entries(self, parts: Sequence[str]) -> list[Entry]:
+        """The entries of a folder, sizes of files included (symlinks are never followed)."""
+        dir_fd = self.open_dir(parts)
+        try:
+            found = []
+            with os.scandir(dir_fd) as scan:
+                for item in scan:
+                    found.append(_entry(item))
+            return found
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+
+    def tree(self, parts: Sequence[str]) -> list[Folder]:
+        """The folder and every subfolder below it, depth first, names sorted.
+
+        A missing folder gives an empty list. Files are regular files only; temp files of
+        our own pattern and symlinks are left out.
+        """
+        try:
+            dir_fd = self.open_dir(parts)
+        except SanctumRefusal as refusal:
+            if refusal.code == NOT_FOUND:
+                return []
+            raise
+        folders: list[Folder] = []
+        try:
+            _walk(dir_fd, "/".join(parts) + "/" if parts else "", folders)
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(dir_fd)
+        return folders
+
+    def heads(self, parts: Sequence[str], names: Sequence[str], size: int) -> dict[str, str]:
+        """The first `size` bytes of each named regular file in a folder, as text."""
+        found: dict[str, str] = {}
+        dir_fd = self.open_dir(parts)
+        try:
+            for name in names:
+                try:
+                    fd = os.open(name, HEAD_FLAGS, dir_fd=dir_fd)
+                except OSError:
+                    continue
+                try:
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        found[name] = os.read(fd, size).decode("utf-8", "replace")
+                except OSError:
+                    continue
+                finally:
+                    os.close(fd)
+        finally:
+            os.close(dir_fd)
+        return found
+
+
+def _entry(item: os.DirEntry[str]) -> Entry:
+    if item.is_dir(follow_symlinks=False):
+        return Entry(item.name, "dir")
+    if item.is_file(follow_symlinks=False):
+        return Entry(item.name, "file", item.stat(follow_symlinks=False).st_size)
+    return Entry(item.name, "other")
+
+
+def _walk(dir_fd: int, prefix: str, folders: list[Folder]) -> None:
+    files: list[str] = []
+    dirs: list[str] = []
+    with os.scandir(dir_fd) as scan:
+        for item in scan:
+            if item.is_dir(follow_symlinks=False):
+                dirs.append(item.name)
+            elif item.is_file(follow_symlinks=False) and not item.name.startswith(TEMP_PREFIX):
+                files.append(item.name)
+    files.sort()
+    dirs.sort()
+    folders.append(Folder(prefix, files, dirs))
+    for name in dirs:
+        try:
+            child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            _walk(child, f"{prefix}{name}/", folders)
+        finally:
+            os.close(child)

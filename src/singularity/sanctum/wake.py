@@ -1,0 +1,206 @@
+"""The wake text (spec part A.6 with the caps of C.4): who the being is and a map of memory.
+
+Mode line; the five identity files whole (and PULSE.md in a pulse); then the memory
+map: folder counts, the 8 newest dated files, undistilled raw files, the tended line,
+identity files still holding First Breath placeholders, and `pending.md`. A memory
+file's body is never printed, so waking costs the same however much the being knows.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from singularity.sanctum.layout import placeholders
+from singularity.sanctum.names import (
+    IDENTITY_FILES,
+    MEMORY,
+    PENDING,
+    PULSE_FILE,
+    RAW,
+    SESSIONS_PREFIX,
+    TENDED,
+    SanctumRefusal,
+    name_date,
+    real_date,
+)
+from singularity.sanctum.store import SanctumStore
+
+IDENTITY_CAP = 16 * 1024
+MAP_CAP = 8 * 1024
+PENDING_CAP = 8 * 1024
+SECTION_CAP = 64 * 1024
+NEWEST = 8
+RAW_SCAN_CHARS = 2000
+EMPTY_LINE = "(empty: nothing remembered yet)"
+ELIDED = "(in the Sanctum section of your system message)"
+FIRST_BREATH_DIRECTIVE = (
+    "This is your First Breath. The runtime seeds the missing identity files when the "
+    "being starts (or run `singularity sanctum init`); then fill their {…} placeholders "
+    "from your identity and what you decide."
+)
+
+
+@dataclass(frozen=True)
+class MemoryMap:
+    """What the map shows; never a memory file's body (pending.md aside)."""
+
+    folders: tuple[tuple[str, int], ...]
+    newest: tuple[str, ...]
+    undistilled: tuple[str, ...]
+    session_notes: int
+    tended: str | None
+    since: int
+    pending: str
+
+    @property
+    def tending_due(self) -> bool:
+        """Whether the map shows session notes since the last tending."""
+        return self.since > 0
+
+    def tending_line(self) -> str:
+        """`Never tended; session notes: N` or `Tended: <date>; session notes since: N`."""
+        if self.tended is None:
+            return f"Never tended; session notes: {self.session_notes}"
+        return f"Tended: {self.tended}; session notes since: {self.since}"
+
+    def counts(self) -> dict[str, object]:
+        """The map's numbers (for the tended tool and its journal event)."""
+        return {
+            "folders": {path: count for path, count in self.folders},
+            "session_notes": self.session_notes,
+            "session_notes_since": self.since,
+            "undistilled_raw": len(self.undistilled),
+        }
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A wake: its mode, its text, and (once born) its map and unfinished identity files."""
+
+    mode: str
+    text: str
+    memory: MemoryMap | None = None
+    unfinished: tuple[tuple[str, int], ...] = ()
+
+
+def cut(text: str, cap: int, marker: str) -> str:
+    """`text` if it fits `cap` UTF-8 bytes, else its head and a line with `marker`."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    return data[:cap].decode("utf-8", "ignore").rstrip() + f"\n[{marker}]"
+
+
+def scan_map(store: SanctumStore) -> MemoryMap:
+    """Walk `memory/` and `raw/` once: counts, newest dated files, raw status, tending."""
+    folders: list[tuple[str, int]] = []
+    dated: list[tuple[str, str, str]] = []
+    sessions: list[str] = []
+    for folder in store.tree((MEMORY,)):
+        files = [name for name in folder.files if not (folder.path == "memory/" and name == TENDED)]
+        if files or folder.path != "memory/":
+            folders.append((folder.path, len(files)))
+        for name in files:
+            day = name_date(name)
+            if day is not None:
+                dated.append((day, name, folder.path + name))
+        if folder.path == SESSIONS_PREFIX:
+            sessions = files
+    undistilled: list[str] = []
+    for folder in store.tree((RAW,)):
+        if folder.files or folder.path != "raw/":
+            folders.append((folder.path, len(folder.files)))
+        parts = tuple(folder.path.strip("/").split("/"))
+        heads = store.heads(parts, folder.files, RAW_SCAN_CHARS * 4)
+        for name in folder.files:
+            head = heads.get(name, "")[:RAW_SCAN_CHARS]
+            if any(line.strip() == "status: raw" for line in head.splitlines()):
+                undistilled.append(folder.path + name)
+    newest = tuple(path for _, _, path in heapq.nlargest(NEWEST, dated))
+    tended = _stamp(store)
+    since = sum(1 for name in sessions if tended is None or (name_date(name) or "") > tended)
+    if not any(count for _, count in folders):
+        folders = []
+    pending = (store.read_optional((MEMORY, PENDING)) or "").strip()
+    return MemoryMap(
+        tuple(folders), newest, tuple(undistilled), len(sessions), tended, since, pending
+    )
+
+
+def _stamp(store: SanctumStore) -> str | None:
+    try:
+        text = store.read_optional((MEMORY, TENDED), 256)
+    except SanctumRefusal:
+        return None
+    day = (text or "").strip()[:10]
+    return day if real_date(day) else None
+
+
+def map_lines(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> list[str]:
+    """The lines under `===== memory map =====`."""
+    lines = [f"{path} ({count} files)" for path, count in memory.folders] or [EMPTY_LINE]
+    if memory.newest:
+        lines += ["Newest:", *memory.newest]
+    if memory.undistilled:
+        lines += [f"Undistilled raw ({len(memory.undistilled)}):", *memory.undistilled]
+    lines.append(memory.tending_line())
+    if unfinished:
+        listed = ", ".join(f"{name} ({count})" for name, count in unfinished)
+        lines.append(f"First Breath unfinished: placeholders in {listed}")
+    return lines
+
+
+def wake(
+    store: SanctumStore | None, label: str, *, pulse: bool = False, bodies: bool = True
+) -> Wake:
+    """The wake text of the sanctum (`None`: no sanctum directory); `bodies=False` elides
+    the identity files' text (for a tool result, when the system message holds them)."""
+    missing = (
+        list(IDENTITY_FILES)
+        if store is None
+        else [name for name in IDENTITY_FILES if not store.exists((name,))]
+    )
+    if store is None or missing:
+        head = (
+            f"NO SANCTUM at {label}"
+            if len(missing) == len(IDENTITY_FILES)
+            else f"INCOMPLETE SANCTUM at {label}: missing {', '.join(missing)}"
+        )
+        return Wake("FIRST_BREATH", "\n".join(["MODE: FIRST_BREATH", head, FIRST_BREATH_DIRECTIVE]))
+    mode = "PULSE" if pulse else "WAKING"
+    blocks = [f"MODE: {mode}\nSanctum: {label}"]
+    unfinished: list[tuple[str, int]] = []
+    shown = [*IDENTITY_FILES, *([PULSE_FILE] if pulse and store.exists((PULSE_FILE,)) else [])]
+    for name in shown:
+        body = _identity_body(store, name)
+        left = placeholders(body)
+        if left and name != PULSE_FILE:
+            unfinished.append((name, left))
+        marker = f"cut: {name} is over 16 KiB; split it: keep what is true now, move the rest"
+        shown_body = cut(body, IDENTITY_CAP, marker + " to memory files") if bodies else ELIDED
+        blocks.append(f"===== {name} =====\n{shown_body}")
+    memory = scan_map(store)
+    lines = map_lines(memory, tuple(unfinished))
+    map_text = cut(
+        "\n".join(lines), MAP_CAP, "cut: the map is over 8 KiB; use singularity_sanctum_list"
+    )
+    blocks.append(f"===== memory map =====\n{map_text}")
+    if memory.pending:
+        pending = cut(
+            memory.pending, PENDING_CAP, "cut: pending.md is over 8 KiB; raise and clear it"
+        )
+        blocks.append(f"===== {PENDING} =====\n{pending}")
+    text = cut(
+        "\n\n".join(blocks),
+        SECTION_CAP,
+        "cut: the sanctum section is over 64 KiB; shorten the largest identity files",
+    )
+    return Wake(mode, text, memory, tuple(unfinished))
+
+
+def _identity_body(store: SanctumStore, name: str) -> str:
+    try:
+        return store.read_text((name,)).rstrip()
+    except SanctumRefusal as refusal:
+        return f"(unreadable: {refusal.message})"

@@ -1,0 +1,297 @@
+"""The sanctum tools that change files: write, history, intake, distilled, merge, pending,
+tended. Each enforces its naming rule before it touches the disk, so a refusal changes
+nothing; every change is one durable replace (or create, or removal).
+"""
+
+from __future__ import annotations
+
+import re
+
+from singularity.sanctum.names import (
+    HISTORY,
+    MEMORY,
+    NAME,
+    NOT_FOUND,
+    PENDING,
+    RAW,
+    SESSIONS,
+    SOURCE,
+    TENDED,
+    TOO_LARGE,
+    WRITE_ONCE,
+    SanctumRefusal,
+    Target,
+    raw_name,
+    standing_target,
+    write_target,
+)
+from singularity.sanctum.store import MAX_READ_BYTES
+from singularity.sanctum.tools import (
+    MAX_CONTENT_BYTES,
+    Context,
+    Done,
+    content_bytes,
+    failed,
+    optional_text,
+    path_argument,
+)
+from singularity.sanctum.wake import scan_map
+from singularity.tools.arguments import required_text
+from singularity.tools.base import JsonObject, Outcome, ToolArgumentError
+
+MAX_LINE_BYTES = 512
+MAX_SLUG_BYTES = 64
+MAX_DISTILLED_FILES = 50
+RAW_FRONTMATTER = "---\nstatus: raw\ndistilled_to: []\n---\n"
+_HISTORY_HEADING = re.compile(r"##\s+History\s*", re.IGNORECASE)
+_SECTION_END = re.compile(r"#{1,2}\s")
+
+
+def split_history(text: str) -> tuple[str, str | None]:
+    """The text without its `## History` section, and that section (heading included)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if _HISTORY_HEADING.fullmatch(line)), None)
+    if start is None:
+        return text, None
+    end = next(
+        (i for i in range(start + 1, len(lines)) if _SECTION_END.match(lines[i])), len(lines)
+    )
+    rest = "\n".join(lines[:start] + lines[end:]).rstrip()
+    return rest, "\n".join(lines[start:end]).rstrip()
+
+
+def history_lines(section: str | None) -> list[str]:
+    """The dated lines of a History section."""
+    if section is None:
+        return []
+    return [line for line in section.splitlines()[1:] if line.strip()]
+
+
+def with_history(text: str, lines: list[str]) -> str:
+    """`text` with a History section of `lines` at its end (none when there are none)."""
+    body = text.rstrip() + "\n"
+    if not lines:
+        return body
+    return body + "\n## History\n\n" + "\n".join(lines) + "\n"
+
+
+def _bounded(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > MAX_CONTENT_BYTES:
+        raise SanctumRefusal(TOO_LARGE, "the file would be over 64 KiB; split it")
+    return data
+
+
+def _existing(context: Context, target: Target) -> str | None:
+    return context.store.read_optional(target.parts, MAX_READ_BYTES)
+
+
+def write_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_write`: create or replace one file under the naming rules."""
+    try:
+        text, parts = path_argument(arguments)
+        data = content_bytes(arguments)
+        target = write_target(parts)
+        content = data.decode("utf-8")
+        existing = _existing(context, target)
+        if target.kind in ("identity", "pulse") and existing is None:
+            raise SanctumRefusal(
+                NOT_FOUND, f"{text} is replaced, never created (the runtime seeds it)"
+            )
+        if target.kind == "standing":
+            content = _keep_history(content, existing)
+        data = _bounded(content)
+        context.store.replace(parts, data)
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    return Done(
+        Outcome.success({"path": target.path, "bytes": len(data)}), [(target.path, len(data))]
+    )
+
+
+def _keep_history(content: str, existing: str | None) -> str:
+    """A standing file's History survives a rewrite; only the history tool adds to it."""
+    body, given = split_history(content)
+    kept = history_lines(split_history(existing)[1]) if existing is not None else []
+    if given is not None and history_lines(given) != kept:
+        raise SanctumRefusal(
+            HISTORY, "the ## History section changes only through singularity_sanctum_history"
+        )
+    return with_history(body, kept) if kept else content
+
+
+def history_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_history`: one dated line under `## History` of a standing file."""
+    try:
+        _, parts = path_argument(arguments)
+        line = required_text(arguments, "line", MAX_LINE_BYTES)
+        target = standing_target(parts)
+        existing = _existing(context, target)
+        if existing is None:
+            raise SanctumRefusal(NOT_FOUND, f"{target.path} does not exist")
+        body, section = split_history(existing)
+        entry = f"- {context.today()}: {line}"
+        data = _bounded(with_history(body, [*history_lines(section), entry]))
+        context.store.replace(parts, data)
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    return Done(Outcome.success({"path": target.path, "line": entry}), [(target.path, len(data))])
+
+
+def intake_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_intake`: material kept as given in `raw/`, written once."""
+    try:
+        area = required_text(arguments, "area", MAX_SLUG_BYTES)
+        descriptor = required_text(arguments, "descriptor", MAX_SLUG_BYTES)
+        data = content_bytes(arguments)
+        ext = optional_text(arguments, "ext", 16) or "md"
+        name = raw_name(context.today(), area, descriptor, ext)
+        document = _bounded(RAW_FRONTMATTER + data.decode("utf-8"))
+        if not context.store.create((RAW, name), document):
+            raise SanctumRefusal(
+                WRITE_ONCE, f"raw/{name} exists; raw files are written once (use a new descriptor)"
+            )
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    path = f"{RAW}/{name}"
+    return Done(Outcome.success({"path": path, "bytes": len(document)}), [(path, len(document))])
+
+
+def _files_argument(arguments: JsonObject) -> list[str]:
+    value = arguments.get("files")
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_DISTILLED_FILES:
+        raise ToolArgumentError("files is invalid")
+    found: list[str] = []
+    for item in value:
+        _, parts = path_argument({"files": item}, "files")
+        target = write_target(parts)
+        if parts[0] != MEMORY:
+            raise SanctumRefusal(NAME, "distillations are memory files")
+        if target.path not in found:
+            found.append(target.path)
+    return found
+
+
+def _opens_with(text: str, line: str) -> bool:
+    """Whether the file's first line is `line`, or its opening frontmatter holds it."""
+    lines = [item.rstrip() for item in text.splitlines()]
+    if lines and lines[0] == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i] == "---"), 0)
+        return line in lines[1:end]
+    first = next((item for item in lines if item.strip()), "")
+    return first == line
+
+
+def distilled_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_distilled`: mark a raw file distilled into the listed files."""
+    try:
+        _, raw_parts = path_argument(arguments, "raw")
+        if raw_parts[0] != RAW or len(raw_parts) < 2:
+            raise SanctumRefusal(NAME, "raw names a file under raw/")
+        files = _files_argument(arguments)
+        raw_path = "/".join(raw_parts)
+        raw = context.store.read_optional(raw_parts, MAX_READ_BYTES)
+        if raw is None:
+            raise SanctumRefusal(NOT_FOUND, f"{raw_path} does not exist")
+        for path in files:
+            made = context.store.read_optional(tuple(path.split("/")), MAX_READ_BYTES)
+            if made is None:
+                raise SanctumRefusal(NOT_FOUND, f"{path} does not exist")
+            if not _opens_with(made, f"source: {raw_path}"):
+                raise SanctumRefusal(SOURCE, f"{path} does not open with `source: {raw_path}`")
+        updated, listed = mark_distilled(raw, files)
+        data = _bounded(updated)
+        context.store.replace(raw_parts, data)
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    return Done(
+        Outcome.success({"raw": raw_path, "status": "distilled", "distilled_to": listed}),
+        [(raw_path, len(data))],
+    )
+
+
+def mark_distilled(raw: str, files: list[str]) -> tuple[str, list[str]]:
+    """The raw text with `status: distilled` and `distilled_to` listing `files` (and earlier)."""
+    lines = raw.split("\n")
+    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), 0)
+    if not lines or lines[0].rstrip() != "---" or not end:
+        lines, end = ["---", "---", *lines], 1
+    head = lines[1:end]
+    earlier: list[str] = []
+    for line in head:
+        if line.startswith("distilled_to:"):
+            inner = line.partition(":")[2].strip().strip("[]")
+            earlier = [item.strip() for item in inner.split(",") if item.strip()]
+    listed = earlier + [path for path in files if path not in earlier]
+    head = [line for line in head if not line.startswith(("status:", "distilled_to:"))]
+    head = ["status: distilled", f"distilled_to: [{', '.join(listed)}]", *head]
+    return "\n".join(["---", *head, *lines[end:]]), listed
+
+
+def merge_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_merge`: `keep` takes the merged text, `drop` is removed."""
+    try:
+        _, keep_parts = path_argument(arguments, "keep")
+        _, drop_parts = path_argument(arguments, "drop")
+        data = content_bytes(arguments)
+        keep, drop = write_target(keep_parts), write_target(drop_parts)
+        if keep.parts[0] != MEMORY or drop.parts[0] != MEMORY:
+            raise SanctumRefusal(NAME, "merge joins two memory files")
+        if keep.path == drop.path:
+            raise SanctumRefusal(NAME, "keep and drop are the same file")
+        if len(drop.parts) == 3 and drop.parts[1] == SESSIONS:
+            raise SanctumRefusal(NAME, "session notes are history; they are never merged away")
+        old_keep, old_drop = _existing(context, keep), _existing(context, drop)
+        if old_keep is None or old_drop is None:
+            missing = keep.path if old_keep is None else drop.path
+            raise SanctumRefusal(NOT_FOUND, f"{missing} does not exist")
+        body, given = split_history(data.decode("utf-8"))
+        if given is not None:
+            raise SanctumRefusal(
+                HISTORY, "leave ## History out: both files' History lines are kept"
+            )
+        lines = history_lines(split_history(old_keep)[1])
+        lines += [line for line in history_lines(split_history(old_drop)[1]) if line not in lines]
+        merged = _bounded(with_history(body, sorted(lines, key=lambda line: line[:13])))
+        context.store.replace(keep.parts, merged)
+        context.store.remove(drop.parts)
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    return Done(
+        Outcome.success({"keep": keep.path, "drop": drop.path, "bytes": len(merged)}),
+        [(keep.path, len(merged))],
+        merged=(keep.path, drop.path),
+    )
+
+
+def pending_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_pending`: add a line to, or clear, `memory/pending.md`."""
+    parts = (MEMORY, PENDING)
+    try:
+        action = arguments.get("action")
+        if action not in ("add", "clear"):
+            raise ToolArgumentError("action is invalid")
+        existing = context.store.read_optional(parts, MAX_READ_BYTES) or ""
+        if action == "add":
+            line = required_text(arguments, "line", MAX_LINE_BYTES)
+            text = (existing.rstrip() + "\n" if existing.strip() else "") + f"- {line}\n"
+        else:
+            text = ""
+        data = _bounded(text)
+        context.store.replace(parts, data)
+    except (SanctumRefusal, ToolArgumentError) as refusal:
+        return failed(refusal)
+    items = sum(1 for line in text.splitlines() if line.strip())
+    path = "/".join(parts)
+    return Done(Outcome.success({"path": path, "items": items}), [(path, len(data))])
+
+
+def tended_tool(context: Context, arguments: JsonObject) -> Done:
+    """`singularity_sanctum_tended`: stamp `memory/.tended` with today; the map's counts."""
+    day = context.today()
+    try:
+        context.store.replace((MEMORY, TENDED), f"{day}\n".encode())
+        counts = scan_map(context.store).counts()
+    except SanctumRefusal as refusal:
+        return failed(refusal)
+    return Done(Outcome.success({"tended": day, **counts}), tended=(day, counts))

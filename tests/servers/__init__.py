@@ -1,0 +1,65 @@
+"""Real MCP servers written with the SDK, and helpers to configure and start them."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+DEMO = HERE / "demo.py"
+BARE = HERE / "bare.py"
+LAS = HERE / "las.py"
+# The secrets demo.py's `leak_key` and `leak_pem` return (kept equal to its constants).
+LEAKED_TOKEN = "tok-canary-91f2c7e4"
+LEAKED_KEY = "MIIEcanary0d4e77aa"
+
+
+def stdio(script: Path, *args: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """An `mcpServers` entry that runs `script` with this interpreter."""
+    entry: dict[str, Any] = {"command": sys.executable, "args": [str(script), *args]}
+    if env is not None:
+        entry["env"] = dict(env)
+    return entry
+
+
+def write_skills(path: Path, servers: Mapping[str, Any]) -> Path:
+    """Write a skills file with these servers."""
+    path.write_text(json.dumps({"mcpServers": dict(servers)}), "utf-8")
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def http_demo(timeout: float = 60.0) -> Iterator[str]:
+    """The demo server over streamable HTTP on 127.0.0.1; yields its endpoint URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(DEMO), "--http", str(port)], stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the HTTP demo server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)

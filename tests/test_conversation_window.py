@@ -1,0 +1,254 @@
+"""The bounded conversation window and its archive (decision 8).
+
+Contract: `state.json` keeps at most the newest 400 messages or 1 MiB of them (whichever
+is smaller; the newest message always stays); a message leaving the window is first
+appended to `conversation.jsonl` as `{"seq": n, "message": …}`, so every message the
+being ever had is in exactly one of the two, in order, with `seq` counting from 0; what
+a round sends stays within the context budget however long the being lives; and a crash
+between an archive append and the state save is repaired at the next open (the
+archive's extra lines are cut), while an archive shorter than the state says refuses
+to open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from singularity.config import resolve
+from singularity.domain.records import ChatMessage, ToolCall
+from singularity.errors import FatalIoError, StateError
+from singularity.jsoncodec import compact
+from singularity.mind.context import estimate_tokens, select_context
+from singularity.runtime.being import WINDOW_BYTES, WINDOW_MESSAGES, LiveBeing, open_being
+from singularity.runtime.tool_call import execute_tool_call
+from singularity.storage import fsio
+from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
+from singularity.tools.catalogue import Catalogue
+
+CONTEXT_TOKENS = 8192
+ROUNDS_PER_CYCLE = 8
+
+
+@pytest.fixture
+def root() -> Iterator[Path]:
+    """A scratch directory on tmpfs when there is one: thousands of saves stay fast."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    with tempfile.TemporaryDirectory(dir=base) as path:
+        yield Path(path)
+
+
+def open_at(root: Path, *, resume: bool) -> LiveBeing:
+    settings = resolve({"state_dir": str(root / "being")}, environ={})
+    return open_being(settings, resume=resume)
+
+
+def archive_lines(root: Path) -> list[dict[str, Any]]:
+    path = root / "being" / "conversation.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+
+
+def everything(root: Path, being: LiveBeing) -> list[Any]:
+    """The archive, then the window: the whole conversation as plain JSON values."""
+    archived = [line["message"] for line in archive_lines(root)]
+    window = json.loads(compact(being.state.conversation))
+    return archived + window
+
+
+def assert_exactly_once(root: Path, being: LiveBeing, expected: list[Any]) -> None:
+    lines = archive_lines(root)
+    assert [line["seq"] for line in lines] == list(range(len(lines)))
+    assert len(lines) == being.state.mind.conversation_archived
+    assert everything(root, being) == expected
+
+
+class Life:
+    """A being living rounds directly: framing every few rounds, one tool call a round."""
+
+    def __init__(self, root: Path, being: LiveBeing) -> None:
+        self.root = root
+        self.being = being
+        self.expected: list[Any] = []
+        self.opening: list[ChatMessage] = []
+        self.number = 0
+        self.big_text = ""
+
+        async def echo(arguments: dict[str, Any]) -> Outcome:
+            return Outcome.success({"echo": arguments.get("text", ""), "big": self.big_text})
+
+        definition = ToolDefinition("echo", "echo", {"type": "object", "properties": {}})
+        self.catalogue = Catalogue([FunctionToolset([FunctionTool(definition, echo)])])
+
+    def append(self, message: ChatMessage) -> None:
+        self.being.state.conversation.append(message)
+        self.expected.append(json.loads(compact(message)))
+
+    async def round(self) -> None:
+        if self.number % ROUNDS_PER_CYCLE == 0:
+            self.being.state.cycle += 1
+            framing: ChatMessage = {
+                "role": "user",
+                "content": f"Begin autonomous cycle {self.being.state.cycle}. zażółć",
+            }
+            self.opening = [framing]
+            self.append(framing)
+        self.number += 1
+        call: ToolCall = {
+            "id": f"call_{self.number}",
+            "type": "function",
+            "function": {"name": "echo", "arguments": json.dumps({"text": f"r{self.number}"})},
+        }
+        self.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        await execute_tool_call(self.being, self.catalogue, call)
+        self.expected.append(json.loads(compact(self.being.state.conversation[-1])))
+
+    def check_bounds(self) -> None:
+        state = self.being.state
+        window = state.conversation
+        assert len(window) <= WINDOW_MESSAGES
+        window_bytes = sum(len(compact(m).encode()) for m in window)
+        assert window_bytes <= WINDOW_BYTES or len(window) == 1
+        on_disk = (self.root / "being" / "state.json").stat().st_size
+        mind = len(state.mind.model_dump_json(indent=2))
+        # Pretty printing adds indentation to each message: a few hundred bytes at most.
+        assert on_disk <= WINDOW_BYTES + mind + 300 * len(window) + 16_384
+        sent = select_context(window, CONTEXT_TOKENS, self.opening)
+        tokens = sum(estimate_tokens(m) for m in sent)
+        newest = max(i for i, m in enumerate(window) if m["role"] == "assistant")
+        assert tokens <= CONTEXT_TOKENS or sent == self.opening + list(window[newest:])
+        assert sent[0]["role"] == "user"
+
+
+def live_rounds(root: Path, rounds: int, *, reopen_at: int | None = None) -> None:
+    being = open_at(root, resume=False)
+    being.save()
+    life = Life(root, being)
+
+    async def go() -> None:
+        for index in range(rounds):
+            if index == reopen_at:
+                life.being.close()
+                life.being = open_at(root, resume=True)
+                assert_exactly_once(root, life.being, life.expected)
+            # A stretch of large results pushes the byte limit instead of the count.
+            big = rounds // 2 <= index < rounds // 2 + 24
+            life.big_text = "big " * 15_000 if big else ""  # 60 KB: inside the boundary
+            await life.round()
+            if index % 97 == 0 or index == rounds - 1:
+                life.check_bounds()
+
+    try:
+        asyncio.run(go())
+        assert life.being.state.mind.conversation_archived > 0
+        assert_exactly_once(root, life.being, life.expected)
+    finally:
+        life.being.close()
+    reopened = open_at(root, resume=True)
+    try:
+        assert_exactly_once(root, reopened, life.expected)
+    finally:
+        reopened.close()
+
+
+@pytest.mark.timeout(240)
+def test_a_being_living_ten_thousand_rounds_stays_bounded(root: Path) -> None:
+    live_rounds(root, 10_000, reopen_at=6_001)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_a_being_living_a_hundred_thousand_rounds_stays_bounded(root: Path) -> None:
+    live_rounds(root, 100_000, reopen_at=55_555)
+
+
+def test_the_byte_limit_keeps_the_newest_message_even_when_it_alone_is_too_big(
+    root: Path,
+) -> None:
+    being = open_at(root, resume=False)
+    try:
+        being.window_bytes = 1000
+        for index in range(5):
+            being.state.conversation.append({"role": "user", "content": f"{index} " + "x" * 600})
+            being.save()
+        assert [m["content"][0] for m in being.state.conversation] == ["4"]
+        assert being.state.mind.conversation_archived == 4
+        assert [line["message"]["content"][0] for line in archive_lines(root)] == list("0123")
+    finally:
+        being.close()
+
+
+def _grow(being: LiveBeing, count: int, start: int = 0) -> list[Any]:
+    messages = []
+    for index in range(start, start + count):
+        message: ChatMessage = {"role": "user", "content": f"message {index}"}
+        being.state.conversation.append(message)
+        messages.append(json.loads(compact(message)))
+    return messages
+
+
+def test_duplicate_archive_lines_left_by_a_crash_are_cut_at_open(root: Path) -> None:
+    being = open_at(root, resume=False)
+    being.window_messages = 10
+    expected = _grow(being, 25)
+    being.save()
+    being.close()
+    path = root / "being" / "conversation.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 15
+    # The archive append of a save that never finished: its lines repeat, then a torn tail.
+    path.write_bytes(b"".join(lines) + b"".join(lines[-4:]) + lines[0][:7])
+    reopened = open_at(root, resume=True)
+    try:
+        assert_exactly_once(root, reopened, expected)
+    finally:
+        reopened.close()
+
+
+def test_a_save_that_fails_after_archiving_is_repaired_at_the_next_open(root: Path) -> None:
+    being = open_at(root, resume=False)
+    being.window_messages = 10
+    expected = _grow(being, 12)
+    being.save()
+    saved = json.loads((root / "being" / "state.json").read_text())
+    more = _grow(being, 7, start=12)
+    fsio.arm_failpoints("state.rename=eio")
+    try:
+        with pytest.raises(FatalIoError):
+            being.save()
+    finally:
+        fsio.arm_failpoints("")
+        being.close()
+    # The archive got the messages that left the window; the state never said so.
+    assert len(archive_lines(root)) == 9
+    assert json.loads((root / "being" / "state.json").read_text()) == saved
+    reopened = open_at(root, resume=True)
+    try:
+        assert_exactly_once(root, reopened, expected)
+        assert len(archive_lines(root)) == 2
+        reopened.state.conversation.extend(more)  # the being lives on from what was saved
+        reopened.save()
+        assert_exactly_once(root, reopened, expected + more)
+    finally:
+        reopened.close()
+
+
+def test_an_archive_missing_lines_refuses_to_open(root: Path) -> None:
+    being = open_at(root, resume=False)
+    being.window_messages = 5
+    _grow(being, 12)
+    being.save()
+    being.close()
+    path = root / "being" / "conversation.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:-1]))
+    with pytest.raises(StateError, match=r"conversation\.jsonl holds 6 messages but the state"):
+        open_at(root, resume=True)

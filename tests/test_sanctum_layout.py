@@ -1,0 +1,152 @@
+"""Birth of a sanctum: created, finished after a cut-off birth, or left alone once born."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from singularity.config import resolve
+from singularity.domain.identity import identity_from
+from singularity.sanctum.layout import Seed, initialize, placeholders
+from singularity.sanctum.names import IO, SanctumRefusal
+from singularity.sanctum.store import SanctumStore, ensure_root
+from singularity.storage import fsio
+from tests.support.sanctum import IDENTITY, fake_core, fixture_sanctum, snapshot, wake_lines
+
+SEED = Seed(
+    identity_from(
+        resolve(
+            {"agent_name": "Sage", "agent_ticker": "SAGE", "specialty": "bookkeeping"}, environ={}
+        )
+    ),
+    "2026-10-01",
+)
+
+
+def birth(root: Path, seed: Seed = SEED) -> tuple[str, list[str]]:
+    ensure_root(str(root))
+    store = SanctumStore(str(root))
+    try:
+        done = initialize(store, seed)
+    finally:
+        store.close()
+    return done.outcome, done.filled
+
+
+def test_a_new_sanctum_is_created_owner_only(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "sanctum"
+    assert birth(root) == ("created", list(IDENTITY))
+    found = snapshot(root)
+    assert sorted(found) == sorted([*IDENTITY, "memory", "memory/sessions", "raw", "capabilities"])
+    for name, (kind, _, mode) in found.items():
+        assert mode == (0o700 if kind == "dir" else 0o600), name
+    assert root.stat().st_mode & 0o777 == 0o700
+    persona = (root / "PERSONA.md").read_text()
+    assert "- Name: Sage (set by my configuration; it does not change)" in persona
+    assert "- Ticker: SAGE" in persona and "- Born: 2026-10-01" in persona
+    assert "| 2026-10-01 | Born | First start |" in persona
+    assert "My specialty is bookkeeping." in (root / "CREED.md").read_text()
+    assert "friend" not in (root / "BOND.md").read_text()
+    assert not (root / "PULSE.md").exists()
+
+
+def test_the_seeds_leave_first_breath_to_the_being(tmp_path: Path) -> None:
+    root = tmp_path / "sanctum"
+    birth(root)
+    lines = wake_lines(root)
+    assert lines[0] == "MODE: WAKING"
+    assert lines[-3:] == [
+        "(empty: nothing remembered yet)",
+        "Never tended; session notes: 0",
+        "First Breath unfinished: placeholders in PERSONA.md (4), CREED.md (3), BOND.md (1)",
+    ]
+    for name in ("HOW-I-REMEMBER.md", "CAPABILITIES.md"):
+        assert placeholders((root / name).read_text()) == 0
+
+
+def test_a_cut_off_birth_is_finished_and_what_existed_is_kept(tmp_path: Path) -> None:
+    root = fixture_sanctum(tmp_path, "cut-off", identity=False)
+    before = {name: (root / name).read_bytes() for name in ("PERSONA.md", "CREED.md")}
+    assert wake_lines(root)[0] == "MODE: FIRST_BREATH"
+    assert birth(root) == ("finished", ["BOND.md", "HOW-I-REMEMBER.md", "CAPABILITIES.md"])
+    assert {name: (root / name).read_bytes() for name in before} == before
+    assert wake_lines(root)[0] == "MODE: WAKING"
+
+
+def test_a_born_sanctum_is_left_alone(tmp_path: Path) -> None:
+    root = fixture_sanctum(tmp_path, "sessions")
+    birth(root)
+    (root / "BOND.md").write_text("# Bond\n\nCall them: Ann\n")
+    before = snapshot(root)
+    assert birth(root) == ("born", [])
+    assert snapshot(root) == before
+
+
+def test_pulse_md_is_seeded_only_when_pulse_is_on(tmp_path: Path) -> None:
+    root = tmp_path / "sanctum"
+    birth(root)
+    seed = Seed(SEED.identity, SEED.born, ("2h", "22:00-07:00 UTC"))
+    assert birth(root, seed) == ("born", ["PULSE.md"])
+    text = (root / "PULSE.md").read_text()
+    assert "- Frequency: 2h\n- Quiet hours: 22:00-07:00 UTC\n" in text
+    assert birth(root, seed) == ("born", [])
+
+
+def test_an_identity_symlink_counts_as_present_and_is_never_replaced(tmp_path: Path) -> None:
+    root = fixture_sanctum(tmp_path, "cut-off", identity=False)
+    os.symlink("/etc/hostname", root / "BOND.md")
+    assert birth(root) == ("finished", ["HOW-I-REMEMBER.md", "CAPABILITIES.md"])
+    assert os.readlink(root / "BOND.md") == "/etc/hostname"
+    assert "(unreadable: path leaves the sanctum)" in wake_lines(root)
+
+
+def test_a_failed_birth_is_finished_by_the_next_one(tmp_path: Path) -> None:
+    root = tmp_path / "sanctum"
+    fsio.arm_failpoints("sanctum.fsync=eio@3")
+    try:
+        with pytest.raises(SanctumRefusal) as raised:
+            birth(root)
+    finally:
+        fsio.arm_failpoints("")
+    assert raised.value.code == IO
+    assert sorted(path.name for path in root.iterdir() if path.is_file()) == [
+        "CREED.md",
+        "PERSONA.md",
+    ]
+    assert birth(root) == ("finished", ["BOND.md", "HOW-I-REMEMBER.md", "CAPABILITIES.md"])
+
+
+def test_a_symlinked_sanctum_is_refused_and_the_being_lives_without_it(tmp_path: Path) -> None:
+    core, host = fake_core(tmp_path)
+    os.symlink(tmp_path, tmp_path / "state" / "sanctum")
+    asyncio.run(core.at_boot())
+    assert host.events[-1]["type"] == "warning"
+    assert "sanctum must not be a symlink" in host.events[-1]["message"]
+    assert core.prompt_section().startswith("\n\nSanctum:\n(unavailable: state: sanctum must not")
+    outcome = asyncio.run(core.toolsets()[0].call("singularity_sanctum_read", {"path": "BOND.md"}))
+    assert outcome.error_code == "sanctum_unavailable"
+
+
+def test_boot_journals_what_it_did(tmp_path: Path) -> None:
+    core, host = fake_core(tmp_path)
+    asyncio.run(core.at_boot())
+    assert host.events == [
+        {
+            "type": "sanctum_initialized",
+            "at": "2026-10-07T12:00:00Z",
+            "outcome": "created",
+            "filled": list(IDENTITY),
+        }
+    ]
+    again, host = fake_core(tmp_path)
+    asyncio.run(again.at_boot())
+    assert host.events[0]["outcome"] == "born"
+    section = again.prompt_section()
+    assert section.startswith("\n\nSanctum:\nBelow is your sanctum")
+    assert (
+        "First Breath is not finished: replace the {…} placeholders in PERSONA.md, CREED.md, BOND.md"
+        in section
+    )

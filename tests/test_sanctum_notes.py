@@ -1,0 +1,181 @@
+"""Runtime-written session notes: every cycle that ran leaves one, stop or crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+from singularity.runtime.verify import verify_state_dir
+from singularity.sanctum.notes import CycleDigest, NoteKeeper, note_text
+from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.loop_http import all_events as journal
+from tests.support.loop_http import boot, run
+from tests.support.sanctum import being_args, clean_env, sessions_of
+
+SINGULARITY = Path(sys.executable).with_name("singularity")
+WRITE = "singularity_sanctum_write"
+
+
+def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
+    keeper = NoteKeeper()
+    events = [
+        {"type": "cycle_started", "at": "2026-10-01T00:00:00Z", "cycle": 1},
+        {"type": "sanctum_initialized", "at": "2026-10-01T00:00:01Z", "outcome": "created"},
+        {"type": "cycle_started", "at": "2026-10-01T00:00:02Z", "cycle": 2},
+        {"type": "tool_finished", "cycle": 2, "tool": "a", "status": "success"},
+        {"type": "tool_finished", "cycle": 2, "tool": "a", "status": "failed"},
+        {"type": "model_completed", "cycle": 2, "usage": {"total_tokens": 7}},
+        {"type": "cost_debited", "cycle": 2, "amount": "0.25"},
+        {"type": "revenue_credited", "cycle": 2, "amount": "1.5"},
+        {"type": "warning", "cycle": 2, "message": "maximum tool rounds reached"},
+        {"type": "cycle_started", "at": "2026-10-02T00:00:00Z", "cycle": 3},
+        {"type": "sanctum_written", "cycle": 3, "path": "memory/topics/x.md"},
+        {"type": "cycle_started", "at": "2026-10-02T00:00:01Z", "cycle": 4},
+        {"type": "sanctum_written", "cycle": 4, "path": "memory/sessions/2026-10-02-x.md"},
+        {"type": "cycle_started", "at": "2026-10-02T00:00:02Z", "cycle": 5},
+        {"type": "session_note_auto", "cycle": 5, "path": "memory/sessions/2026-10-02-cycle-5.md"},
+    ]
+    for event in events:
+        keeper.observe(event)
+    assert [digest.cycle for digest in keeper.due(10)] == [2, 3]
+    assert [digest.cycle for digest in keeper.due(2)] == [2]
+    digest = keeper.due(2)[0]
+    assert (digest.model_calls, digest.tokens, digest.cost, digest.revenue) == (
+        1,
+        7,
+        Decimal("0.25"),
+        Decimal("1.5"),
+    )
+    assert note_text(digest, "completed") == (
+        "---\nauto: true\ncycle: 2\nstarted: 2026-10-01T00:00:02Z\nended: completed\n---\n"
+        "# Cycle 2\n\nWritten by the runtime: this cycle ended without a session note.\n\n"
+        "- Tools used: a ×2 (failed 1)\n- Model calls: 1 (7 tokens)\n- Cost: 0.25 USD\n"
+        "- Revenue: 1.5 USD\n- Warnings: maximum tool rounds reached\n"
+    )
+
+
+def test_an_empty_cycle_note() -> None:
+    text = note_text(CycleDigest(9, "2026-10-03T01:02:03Z"), "stopped")
+    assert "- Tools used: none\n" in text and "- Warnings: none\n" in text
+
+
+def test_a_cycle_without_a_note_gets_one_and_a_noted_cycle_does_not(tmp_path: Path) -> None:
+    script = [
+        Turn.tool_call("singularity_self_add_rule", {"rule": "be brief"}),
+        Turn.text("cycle one done"),
+        Turn.tool_call(
+            WRITE, {"path": "memory/sessions/2026-10-07-two.md", "content": "Cycle two: wrote."}
+        ),
+        Turn.text("cycle two done"),
+    ]
+
+    async def live() -> None:
+        async with ScriptedServer(script) as server:
+            runtime = boot(tmp_path, server, agent_name="Sage", input_price="1")
+            try:
+                await runtime.once()
+                await runtime.once()
+            finally:
+                await runtime.shutdown()
+
+    run(live())
+    notes = sessions_of(tmp_path)
+    (auto,) = [name for name in notes if name.endswith("-cycle-1.md")]
+    assert set(notes) == {auto, "2026-10-07-two.md"}
+    assert notes[auto].startswith("---\nauto: true\ncycle: 1\n")
+    assert "- Tools used: singularity_self_add_rule ×1\n" in notes[auto]
+    assert "- Model calls: 2 (" in notes[auto] and "ended: completed" in notes[auto]
+    kinds = [event["type"] for event in journal(tmp_path)]
+    assert kinds.count("session_note_auto") == 1
+    assert verify_state_dir(str(tmp_path / "being")) == []
+
+
+def _cycles_and_notes(root: Path) -> tuple[list[int], list[int]]:
+    events = journal(root)
+    started = [event["cycle"] for event in events if event["type"] == "cycle_started"]
+    noted = [
+        event["cycle"]
+        for event in events
+        if event["type"] == "session_note_auto"
+        or (event["type"] == "sanctum_written" and event["path"].startswith("memory/sessions/"))
+    ]
+    return started, noted
+
+
+def _wait_for(predicate: object, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path: Path) -> None:
+    script = [
+        Turn.tool_call(WRITE, {"path": "memory/topics/plan.md", "content": "# Plan\n"}),
+        Turn.text("first cycle done"),
+        Turn.tool_call("singularity_self_add_rule", {"rule": "hold on"}).delayed(1.0),
+    ]
+    with ScriptedServer(script) as server:
+        process = subprocess.Popen(
+            [str(SINGULARITY), "run", *being_args(tmp_path, server.url)],
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            _wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, err.decode()
+    started, noted = _cycles_and_notes(tmp_path)
+    assert started == [1, 2] and noted == [1, 2]
+    note = sessions_of(tmp_path)
+    cancelled = [text for name, text in note.items() if name.endswith("-cycle-2.md")]
+    assert cancelled and "ended: cancelled" in cancelled[0]
+    assert verify_state_dir(str(tmp_path / "being")) == []
+
+
+def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> None:
+    script = [
+        Turn.text("first cycle done"),
+        Turn.tool_call("singularity_self_add_rule", {"rule": "remember"}),
+        Turn.text("never answered").delayed(60),
+    ]
+    with ScriptedServer(script) as server:
+        process = subprocess.Popen(
+            [str(SINGULARITY), "run", *being_args(tmp_path, server.url)],
+            env=clean_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            _wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert _cycles_and_notes(tmp_path) == ([1, 2], [1])
+    with ScriptedServer([Turn.text("awake again")]) as server:
+        result = subprocess.run(
+            [str(SINGULARITY), "once", *being_args(tmp_path, server.url, "--resume")],
+            env=clean_env(),
+            capture_output=True,
+            timeout=120,
+        )
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["cycle"] == 3
+    assert _cycles_and_notes(tmp_path) == ([1, 2, 3], [1, 2, 3])
+    killed = [text for name, text in sessions_of(tmp_path).items() if name.endswith("-cycle-2.md")]
+    assert "ended: interrupted (the process ended)" in killed[0]
+    assert "- Tools used: singularity_self_add_rule ×1\n" in killed[0]
+    assert verify_state_dir(str(tmp_path / "being")) == []
