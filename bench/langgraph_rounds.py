@@ -74,11 +74,11 @@ def timing_sdk_preparation() -> Iterator[list[float]]:
         finally:
             spent[0] += time.perf_counter() - started
 
-    module.maybe_transform = timed
+    setattr(module, "maybe_transform", timed)  # noqa: B010 (a module attribute mypy cannot see)
     try:
         yield spent
     finally:
-        module.maybe_transform = original
+        setattr(module, "maybe_transform", original)  # noqa: B010
 
 
 def versions() -> dict[str, str]:

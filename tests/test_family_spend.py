@@ -215,12 +215,6 @@ def test_a_family_never_spends_more_than_its_root_had(family_runs: list[FamilyRu
     assert deepest >= 2, "no grandchild was born"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a grandchild's import socket path (<state>/children/<uuid>/children/<uuid>/"
-    "state-import.sock, 110+ bytes) exceeds the AF_UNIX limit of 107 bytes, so `run` of "
-    "a grandchild fails before its first cycle (runtime/import_service.py)",
-)
 def test_a_funded_grandchild_lives_cycles(family_runs: list[FamilyRun]) -> None:
     for run in family_runs:
         assert run.grandchildren.get("Root-0-0", 0) >= 1, run.grandchildren

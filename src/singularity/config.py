@@ -473,6 +473,8 @@ class Settings:
 def _render(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

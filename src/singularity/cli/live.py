@@ -19,6 +19,7 @@ from singularity.errors import StateError
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.hardening import make_non_dumpable
 from singularity.runtime.lifecycle import Runtime
+from singularity.storage import fsio
 from singularity.storage.activity import Event
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,8 @@ async def _live(
 ) -> None:
     make_non_dumpable()
     settings = settings_from(params)
+    if settings.failpoints:
+        fsio.arm_failpoints(settings.failpoints)
     document = _startup_import(import_file, settings.resume)
     watcher: Callable[[LiveBeing], Callable[[Event], None]] = (
         (lambda being: json_lines())

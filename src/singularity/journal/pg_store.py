@@ -151,7 +151,11 @@ class PostgresStore:
             db.execute(sql.SQL("REVOKE ALL ON SCHEMA {} FROM PUBLIC").format(schema))
             db.execute(sql.SQL("REVOKE ALL ON TABLE {} FROM PUBLIC").format(self.table))
         db.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(EF_SEARCH)))
-        db.execute("SET hnsw.iterative_scan = relaxed_order")
+        try:
+            # pgvector 0.8+: keep scanning the index until filtered rows fill `k`.
+            db.execute("SET hnsw.iterative_scan = relaxed_order")
+        except psycopg.Error:
+            log.warning("pgvector before 0.8: filtered recall may return fewer than k rows")
 
     def _ensure_index(self, model: str, dimensions: int) -> None:
         if model in self._indexed:

@@ -15,7 +15,7 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from singularity.domain.mind_import import ImportReport
@@ -33,11 +33,30 @@ def socket_path(state_dir: str) -> str:
     return os.path.join(state_dir, SOCKET_NAME)
 
 
+MAX_SOCKET_PATH = 100
+
+
+@contextlib.contextmanager
+def reachable(path: str) -> Iterator[str]:
+    """A path to the socket short enough for AF_UNIX, however deep the state directory is."""
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        yield path
+        return
+    # Deep state directories (grandchildren) exceed the 108-byte sun_path limit; the
+    # directory's descriptor under /proc/self/fd names the same place in a few bytes.
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{dir_fd}/{os.path.basename(path)}"
+    finally:
+        os.close(dir_fd)
+
+
 def _answers(path: str) -> bool:
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
-        probe.connect(path)
+        with reachable(path) as address:
+            probe.connect(address)
     except OSError:
         return False
     finally:
@@ -101,7 +120,8 @@ class ImportService:
         prepare_socket_path(self.path)
         previous = os.umask(0o177)
         try:
-            self._server = await asyncio.start_unix_server(self._serve, path=self.path)
+            with reachable(self.path) as address:
+                self._server = await asyncio.start_unix_server(self._serve, path=address)
         finally:
             os.umask(previous)
         os.chmod(self.path, 0o600)
@@ -146,7 +166,8 @@ def submit(path: str, document: bytes, timeout: float = 120.0) -> dict[str, Any]
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(timeout)
-            client.connect(path)
+            with reachable(path) as address:
+                client.connect(address)
             client.sendall(request)
             client.shutdown(socket.SHUT_WR)
             chunks: list[bytes] = []

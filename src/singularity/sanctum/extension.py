@@ -39,6 +39,7 @@ from singularity.sanctum.names import (
 )
 from singularity.sanctum.notes import NoteKeeper, note_text
 from singularity.sanctum.pulse import QuietHours, Schedule, configured_schedule, schedule_from
+from singularity.sanctum.scan import MapCache
 from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.wake import Wake, wake
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
@@ -158,6 +159,7 @@ class SanctumCore:
         self.pulse: PulseLimits | None = None
         """Set while a pulse cycle runs."""
         self._generation = 0
+        self._map = MapCache()
         self._cached: tuple[object, str] | None = None
         for event in past:
             self._observe(event)
@@ -267,7 +269,7 @@ class SanctumCore:
 
     def wake(self, *, pulse: bool = False, bodies: bool = True) -> Wake:
         """The wake text as the being sees it."""
-        return wake(self.store, MODEL_LABEL, pulse=pulse, bodies=bodies)
+        return wake(self.store, MODEL_LABEL, pulse=pulse, bodies=bodies, cache=self._map)
 
     def schedule(self) -> Schedule:
         """The pulse schedule: PULSE.md over the configured frequency and quiet hours."""

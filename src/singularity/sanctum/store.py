@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -250,58 +250,64 @@ class SanctumStore:
         finally:
             os.close(dir_fd)
 
-    def tree(self, parts: Sequence[str]) -> list[Folder]:
-        """The folder and every subfolder below it, depth first, names sorted.
-
-        A missing folder gives an empty list. Files are regular files only; temp files of
-        our own pattern and symlinks are left out.
-        """
+    def walk(self, parts: Sequence[str], visit: Callable[[str, int], Sequence[str]]) -> None:
+        """Call `visit(path, dir_fd)` on the folder and, depth first, on the subfolders it
+        returns; `path` is sanctum-relative with a trailing `/`. A missing folder is skipped."""
         try:
             dir_fd = self.open_dir(parts)
         except SanctumRefusal as refusal:
             if refusal.code == NOT_FOUND:
-                return []
+                return
             raise
-        folders: list[Folder] = []
         try:
-            _walk(dir_fd, "/".join(parts) + "/" if parts else "", folders)
+            _visit(dir_fd, "/".join(parts) + "/" if parts else "", visit)
         except OSError as error:
             raise _refusal(error) from None
         finally:
             os.close(dir_fd)
+
+    def tree(self, parts: Sequence[str]) -> list[Folder]:
+        """The folder and every subfolder below it, depth first, names sorted; regular files
+        only, without our temp files (a missing folder gives an empty list)."""
+        folders: list[Folder] = []
+
+        def visit(path: str, dir_fd: int) -> Sequence[str]:
+            files, dirs = scan_fd(dir_fd)
+            folders.append(Folder(path, files, dirs))
+            return dirs
+
+        self.walk(parts, visit)
         return folders
 
     def heads(self, parts: Sequence[str], names: Sequence[str], size: int) -> dict[str, str]:
         """The first `size` bytes of each named regular file in a folder, as text."""
-        found: dict[str, str] = {}
         dir_fd = self.open_dir(parts)
         try:
-            for name in names:
-                try:
-                    fd = os.open(name, HEAD_FLAGS, dir_fd=dir_fd)
-                except OSError:
-                    continue
-                try:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):
-                        found[name] = os.read(fd, size).decode("utf-8", "replace")
-                except OSError:
-                    continue
-                finally:
-                    os.close(fd)
+            return read_heads(dir_fd, names, size)
         finally:
             os.close(dir_fd)
-        return found
 
 
-def _entry(item: os.DirEntry[str]) -> Entry:
-    if item.is_dir(follow_symlinks=False):
-        return Entry(item.name, "dir")
-    if item.is_file(follow_symlinks=False):
-        return Entry(item.name, "file", item.stat(follow_symlinks=False).st_size)
-    return Entry(item.name, "other")
+def read_heads(dir_fd: int, names: Sequence[str], size: int) -> dict[str, str]:
+    """The first `size` bytes of each named regular file (never followed) as text."""
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            fd = os.open(name, HEAD_FLAGS, dir_fd=dir_fd)
+        except OSError:
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                found[name] = os.read(fd, size).decode("utf-8", "replace")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return found
 
 
-def _walk(dir_fd: int, prefix: str, folders: list[Folder]) -> None:
+def scan_fd(dir_fd: int) -> tuple[list[str], list[str]]:
+    """The regular files (without our temp files) and the folders of a folder, sorted."""
     files: list[str] = []
     dirs: list[str] = []
     with os.scandir(dir_fd) as scan:
@@ -312,13 +318,24 @@ def _walk(dir_fd: int, prefix: str, folders: list[Folder]) -> None:
                 files.append(item.name)
     files.sort()
     dirs.sort()
-    folders.append(Folder(prefix, files, dirs))
-    for name in dirs:
+    return files, dirs
+
+
+def _entry(item: os.DirEntry[str]) -> Entry:
+    if item.is_dir(follow_symlinks=False):
+        return Entry(item.name, "dir")
+    if item.is_file(follow_symlinks=False):
+        return Entry(item.name, "file", item.stat(follow_symlinks=False).st_size)
+    return Entry(item.name, "other")
+
+
+def _visit(dir_fd: int, prefix: str, visit: Callable[[str, int], Sequence[str]]) -> None:
+    for name in visit(prefix, dir_fd):
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=dir_fd)
         except OSError:
-            continue
+            continue  # removed meanwhile, or not a directory any more
         try:
-            _walk(child, f"{prefix}{name}/", folders)
+            _visit(child, f"{prefix}{name}/", visit)
         finally:
             os.close(child)

@@ -8,6 +8,7 @@ file's body is never printed, so waking costs the same however much the being kn
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from dataclasses import dataclass
 
@@ -21,17 +22,15 @@ from singularity.sanctum.names import (
     SESSIONS_PREFIX,
     TENDED,
     SanctumRefusal,
-    name_date,
     real_date,
 )
+from singularity.sanctum.scan import NEWEST, Dated, FolderScan, MapCache, scan_tree
 from singularity.sanctum.store import SanctumStore
 
 IDENTITY_CAP = 16 * 1024
 MAP_CAP = 8 * 1024
 PENDING_CAP = 8 * 1024
 SECTION_CAP = 64 * 1024
-NEWEST = 8
-RAW_SCAN_CHARS = 2000
 EMPTY_LINE = "(empty: nothing remembered yet)"
 ELIDED = "(in the Sanctum section of your system message)"
 FIRST_BREATH_DIRECTIVE = (
@@ -92,40 +91,34 @@ def cut(text: str, cap: int, marker: str) -> str:
     return data[:cap].decode("utf-8", "ignore").rstrip() + f"\n[{marker}]"
 
 
-def scan_map(store: SanctumStore) -> MemoryMap:
-    """Walk `memory/` and `raw/` once: counts, newest dated files, raw status, tending."""
+def scan_map(store: SanctumStore, cache: MapCache | None = None) -> MemoryMap:
+    """Walk `memory/` and `raw/`: counts, newest dated files, raw status, tending."""
     folders: list[tuple[str, int]] = []
-    dated: list[tuple[str, str, str]] = []
-    sessions: list[str] = []
-    for folder in store.tree((MEMORY,)):
-        files = [name for name in folder.files if not (folder.path == "memory/" and name == TENDED)]
-        if files or folder.path != "memory/":
-            folders.append((folder.path, len(files)))
-        for name in files:
-            day = name_date(name)
-            if day is not None:
-                dated.append((day, name, folder.path + name))
-        if folder.path == SESSIONS_PREFIX:
-            sessions = files
+    dated: list[Dated] = []
     undistilled: list[str] = []
-    for folder in store.tree((RAW,)):
-        if folder.files or folder.path != "raw/":
-            folders.append((folder.path, len(folder.files)))
-        parts = tuple(folder.path.strip("/").split("/"))
-        heads = store.heads(parts, folder.files, RAW_SCAN_CHARS * 4)
-        for name in folder.files:
-            head = heads.get(name, "")[:RAW_SCAN_CHARS]
-            if any(line.strip() == "status: raw" for line in head.splitlines()):
-                undistilled.append(folder.path + name)
-    newest = tuple(path for _, _, path in heapq.nlargest(NEWEST, dated))
+    sessions: FolderScan | None = None
+    for top in (MEMORY, RAW):
+        for scan in scan_tree(store, top, cache):
+            if scan.files or scan.path != f"{top}/":
+                folders.append((scan.path, scan.files))
+            dated += scan.newest
+            undistilled += scan.undistilled
+            if scan.path == SESSIONS_PREFIX:
+                sessions = scan
+    newest = tuple(
+        path
+        for _, _, path in heapq.nlargest(NEWEST, [d for d in dated if d[2].startswith("memory/")])
+    )
     tended = _stamp(store)
-    since = sum(1 for name in sessions if tended is None or (name_date(name) or "") > tended)
+    notes = sessions.files if sessions is not None else 0
+    since = notes
+    if tended is not None:
+        dates = sessions.dates if sessions is not None else ()
+        since = len(dates) - bisect.bisect_right(dates, tended)
     if not any(count for _, count in folders):
         folders = []
     pending = (store.read_optional((MEMORY, PENDING)) or "").strip()
-    return MemoryMap(
-        tuple(folders), newest, tuple(undistilled), len(sessions), tended, since, pending
-    )
+    return MemoryMap(tuple(folders), newest, tuple(undistilled), notes, tended, since, pending)
 
 
 def _stamp(store: SanctumStore) -> str | None:
@@ -152,7 +145,12 @@ def map_lines(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> lis
 
 
 def wake(
-    store: SanctumStore | None, label: str, *, pulse: bool = False, bodies: bool = True
+    store: SanctumStore | None,
+    label: str,
+    *,
+    pulse: bool = False,
+    bodies: bool = True,
+    cache: MapCache | None = None,
 ) -> Wake:
     """The wake text of the sanctum (`None`: no sanctum directory); `bodies=False` elides
     the identity files' text (for a tool result, when the system message holds them)."""
@@ -180,7 +178,7 @@ def wake(
         marker = f"cut: {name} is over 16 KiB; split it: keep what is true now, move the rest"
         shown_body = cut(body, IDENTITY_CAP, marker + " to memory files") if bodies else ELIDED
         blocks.append(f"===== {name} =====\n{shown_body}")
-    memory = scan_map(store)
+    memory = scan_map(store, cache)
     lines = map_lines(memory, tuple(unfinished))
     map_text = cut(
         "\n".join(lines), MAP_CAP, "cut: the map is over 8 KiB; use singularity_sanctum_list"

@@ -1,0 +1,105 @@
+"""Folder summaries for the memory map, reused while their folder is unchanged.
+
+Each folder is summarised once (file count, newest dated files, dates, undistilled raw
+files) and the summary is kept under the folder's identity and change times. The next
+wake only stats each folder, so waking a sanctum of many files costs about what waking a
+small one does. A folder changed less than two seconds before it was read is never
+reused ("racy" timestamps: two changes within one clock tick share an mtime). A raw file
+edited in place, which leaves its folder's times alone, is seen once its folder changes;
+the tools always replace files, which does change them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from singularity.sanctum.names import TENDED, name_date
+from singularity.sanctum.store import SanctumStore, read_heads, scan_fd
+
+NEWEST = 8
+RAW_SCAN_CHARS = 2000
+RACY_NS = 2_000_000_000
+Dated = tuple[str, str, str]
+"""(date, name, sanctum-relative path)."""
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    """What the map needs of one folder."""
+
+    path: str
+    files: int
+    dirs: tuple[str, ...]
+    newest: tuple[Dated, ...]
+    dates: tuple[str, ...]
+    """The dates of its dated files, sorted."""
+    undistilled: tuple[str, ...] = ()
+
+
+def is_undistilled(head: str) -> bool:
+    """Whether a line of the first 2000 characters is `status: raw`."""
+    return any(line.strip() == "status: raw" for line in head[:RAW_SCAN_CHARS].splitlines())
+
+
+def summarize(path: str, dir_fd: int, *, raw: bool) -> FolderScan:
+    """Read one folder (and, for raw files, the head of each)."""
+    files, dirs = scan_fd(dir_fd)
+    if path == "memory/":
+        files = [name for name in files if name != TENDED]
+    dated = [(day, name, path + name) for name in files if (day := name_date(name))]
+    undistilled: tuple[str, ...] = ()
+    if raw:
+        heads = read_heads(dir_fd, files, RAW_SCAN_CHARS * 4)
+        undistilled = tuple(path + name for name in files if is_undistilled(heads.get(name, "")))
+    return FolderScan(
+        path,
+        len(files),
+        tuple(dirs),
+        tuple(heapq.nlargest(NEWEST, dated)),
+        tuple(sorted(day for day, _, _ in dated)),
+        undistilled,
+    )
+
+
+class MapCache:
+    """Folder summaries by path, each with the folder's identity and change times."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._folders: dict[str, tuple[tuple[int, ...], FolderScan]] = {}
+
+    def folder(self, path: str, dir_fd: int, *, raw: bool) -> FolderScan:
+        """The folder's summary, read again only when the folder changed."""
+        info = os.fstat(dir_fd)
+        key = (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        hit = self._folders.get(path)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        found = summarize(path, dir_fd, raw=raw)
+        if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_NS:
+            self._folders[path] = (key, found)
+        else:
+            self._folders.pop(path, None)
+        return found
+
+
+def scan_tree(store: SanctumStore, top: str, cache: MapCache | None) -> list[FolderScan]:
+    """Summaries of `top` (`memory` or `raw`) and every folder below it, depth first."""
+    found: list[FolderScan] = []
+    raw = top == "raw"
+
+    def visit(path: str, dir_fd: int) -> Sequence[str]:
+        scan = (
+            cache.folder(path, dir_fd, raw=raw)
+            if cache is not None
+            else summarize(path, dir_fd, raw=raw)
+        )
+        found.append(scan)
+        return scan.dirs
+
+    store.walk((top,), visit)
+    return found
