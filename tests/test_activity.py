@@ -117,6 +117,41 @@ LINES: list[tuple[events.Event, bytes]] = [
         b'{"type":"journal_purged","at":"2026-01-02T03:04:05.123Z","cycle":4,"count":3}\n',
     ),
     (
+        events.sanctum_initialized(AT, "finished", ["BOND.md"]),
+        b'{"type":"sanctum_initialized","at":"2026-01-02T03:04:05.123Z","outcome":"finished",'
+        b'"filled":["BOND.md"]}\n',
+    ),
+    (
+        events.sanctum_written(AT, 4, "memory/topics/a.md", 12),
+        b'{"type":"sanctum_written","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"path":"memory/topics/a.md","bytes":12}\n',
+    ),
+    (
+        events.sanctum_merged(AT, 4, "memory/topics/a.md", "memory/topics/b.md"),
+        b'{"type":"sanctum_merged","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"keep":"memory/topics/a.md","drop":"memory/topics/b.md"}\n',
+    ),
+    (
+        events.sanctum_tended(AT, 4, "2026-01-02", {"session_notes": 3}),
+        b'{"type":"sanctum_tended","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"date":"2026-01-02","counts":{"session_notes":3}}\n',
+    ),
+    (
+        events.session_note_auto(AT, 4, "memory/sessions/2026-01-02-cycle-4.md"),
+        b'{"type":"session_note_auto","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"path":"memory/sessions/2026-01-02-cycle-4.md"}\n',
+    ),
+    (
+        events.pulse_started(AT, 5, 8, Decimal("0.10")),
+        b'{"type":"pulse_started","at":"2026-01-02T03:04:05.123Z","cycle":5,"max_rounds":8,'
+        b'"max_cost":"0.10"}\n',
+    ),
+    (
+        events.pulse_finished(AT, 5, "cost_cap", Decimal("0.05")),
+        b'{"type":"pulse_finished","at":"2026-01-02T03:04:05.123Z","cycle":5,'
+        b'"status":"cost_cap","cost":"0.05"}\n',
+    ),
+    (
         events.stopped(AT, 9, "failed"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
     ),

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.loop_http import boot, run
 from tests.support.sanctum import being_args, clean_env, wake_lines
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
@@ -73,20 +75,8 @@ def test_the_sanctum_outlives_the_process_and_identity_changes_reach_the_next_re
     assert read["content"]["content"] == "# Pricing\n\nPRICE-IS-42 USD.\n"
 
     state_dir = tmp_path / "being"
-    verify = subprocess.run(
-        [str(SINGULARITY), "verify", str(state_dir)], env=clean_env(), capture_output=True
-    )
-    assert verify.returncode == 0, verify.stdout.decode()
-    cli = subprocess.run(
-        [str(SINGULARITY), "sanctum", "wake", "--state-dir", str(state_dir)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-    )
-    sanctum = state_dir / "sanctum"
-    expected = [line.replace("<sanctum>", str(sanctum)) for line in wake_lines(sanctum)]
-    assert cli.stdout.rstrip("\n").split("\n") == expected
-    assert "memory/sessions/ (2 files)" in expected
+    assert verify_state_dir(str(state_dir)) == []
+    assert "memory/sessions/ (2 files)" in wake_lines(state_dir / "sanctum")
 
 
 def test_the_sanctum_section_comes_after_the_minds_sections(tmp_path: Path) -> None:
@@ -95,9 +85,17 @@ def test_the_sanctum_section_comes_after_the_minds_sections(tmp_path: Path) -> N
         Turn.tool_call("singularity_memory_remember", {"kind": "note", "text": "MEMORY-ONE"}),
         Turn.text("done"),
     ]
-    with ScriptedServer(script) as server:
-        once(tmp_path, server)
-        system = system_of(server, 2)
+
+    async def live() -> str:
+        async with ScriptedServer(script) as server:
+            runtime = boot(tmp_path, server)
+            try:
+                await runtime.once()
+            finally:
+                await runtime.shutdown()
+            return system_of(server, 2)
+
+    system = run(live())
     rules = system.index("Self-imposed rules:\n- RULE-ONE")
     memories = system.index("Recent persistent memories:\n- note: MEMORY-ONE")
     sanctum = system.index("\n\nSanctum:\n")

@@ -150,3 +150,21 @@ def test_boot_journals_what_it_did(tmp_path: Path) -> None:
         "First Breath is not finished: replace the {…} placeholders in PERSONA.md, CREED.md, BOND.md"
         in section
     )
+
+
+def test_verify_checks_the_sanctum_folder(tmp_path: Path) -> None:
+    from singularity.runtime.verify import _check_entries
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (state / "sanctum").mkdir(mode=0o700)
+        assert _check_entries(fd) == []
+        (state / "sanctum").chmod(0o755)
+        assert _check_entries(fd) == ["sanctum has mode 755; expected 700 at most"]
+        (state / "sanctum").rmdir()
+        os.symlink(tmp_path, state / "sanctum")
+        assert _check_entries(fd) == ["sanctum is not a directory"]
+    finally:
+        os.close(fd)

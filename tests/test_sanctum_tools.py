@@ -506,7 +506,19 @@ def test_the_toolset_journals_every_change(tmp_path: Path) -> None:
     assert names == [
         f"singularity_sanctum_{name}"
         for name in (
-            "wake list grep read write history intake distilled merge pending tended".split()
+            [
+                "wake",
+                "list",
+                "grep",
+                "read",
+                "write",
+                "history",
+                "intake",
+                "distilled",
+                "merge",
+                "pending",
+                "tended",
+            ]
         )
     ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from singularity.sanctum.wake import IDENTITY_CAP, SECTION_CAP, cut
 from tests.support.sanctum import fixture_sanctum, identity_lines, wake_lines
 
@@ -216,3 +218,45 @@ def test_the_map_never_shows_a_body_however_many_files(tmp_path: Path) -> None:
     lines = wake_lines(root)
     no_body(lines)
     assert "memory/topics/ (304 files)" in lines
+
+
+def test_the_map_cache_reads_again_only_the_folders_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from singularity.sanctum import scan
+    from singularity.sanctum.store import SanctumStore
+    from singularity.sanctum.wake import scan_map
+
+    root = fixture_sanctum(tmp_path, "many", "raw")
+    read: list[str] = []
+    summarize = scan.summarize
+
+    def counting(path: str, dir_fd: int, *, raw: bool) -> scan.FolderScan:
+        read.append(path)
+        return summarize(path, dir_fd, raw=raw)
+
+    monkeypatch.setattr(scan, "summarize", counting)
+    store = SanctumStore(str(root))
+    cache = scan.MapCache()
+    monkeypatch.setattr(scan, "RACY_NS", 10**18)  # every folder just changed: never reused
+    first = scan_map(store, cache)
+    scan_map(store, cache)
+    assert len(read) == 2 * 7
+    monkeypatch.setattr(scan, "RACY_NS", -1)
+    read.clear()
+    assert scan_map(store, cache) == first
+    assert scan_map(store, cache) == first
+    assert len(read) == 7
+    read.clear()
+    (root / "memory" / "sessions" / "2026-09-30-late.md").write_text("BODY-x\n")
+    (root / "raw" / "2026-10-09-new-call.md").write_text("status: raw\n")
+    again = scan_map(store, cache)
+    assert sorted(read) == ["memory/sessions/", "raw/"]
+    assert again.session_notes == first.session_notes + 1
+    assert again.undistilled == (
+        *first.undistilled[:1],
+        "raw/2026-10-09-new-call.md",
+        *first.undistilled[1:],
+    )
+    assert again.newest[0] == "memory/sessions/2026-09-30-late.md"
+    store.close()

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from singularity.cli import live
 from singularity.cli.options import runtime_options, settings_from, with_options
 from singularity.cli.output import print_json
 from singularity.config import IDENTITY_OPTIONS, SANCTUM_OPTIONS, STATE_OPTIONS, Settings
@@ -211,6 +212,7 @@ def pulse_command(once: bool, print_schedule: bool, **params: Any) -> None:
 
 
 async def _pulse_once(settings: Settings) -> None:
+    live.make_non_dumpable()  # as `run` and `once` do; looked up here so tests can stub it
     runtime = Runtime.boot(settings)
     loop = asyncio.get_running_loop()
     for number in (signal.SIGINT, signal.SIGTERM):

@@ -218,8 +218,8 @@ def next_pulse(sanctum: SanctumCore, now: datetime) -> str:
 
 
 def check_sanctum(settings: Settings, workspace_root: str) -> None:
-    """Refuse bad Pulse options, and a sanctum that the workspace holds or that holds it
-    (the file tools would then bypass the sanctum's rules); touches nothing."""
+    """Refuse bad Pulse options and a sanctum overlapping the workspace; touches nothing."""
+    # Inside the workspace, the file tools would bypass the sanctum's naming rules.
     root = os.path.realpath(SanctumConfig.from_settings(settings).root)
     workspace = os.path.realpath(workspace_root)
     if os.path.commonpath([workspace, root]) in (workspace, root):

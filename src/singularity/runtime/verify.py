@@ -73,6 +73,12 @@ def _check_entries(dir_fd: int) -> list[str]:
                 problems.append(f"{name} is not a regular file")
             else:
                 problems += [p for p in [_mode_problem(name, info, 0o600)] if p]
+        elif name == "sanctum":
+            # Its files are the operator's to edit too; only the folder itself is checked.
+            if not stat.S_ISDIR(info.st_mode):
+                problems.append("sanctum is not a directory")
+            else:
+                problems += [p for p in [_mode_problem(name, info, 0o700)] if p]
     return problems
 
 

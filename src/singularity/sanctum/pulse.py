@@ -126,11 +126,8 @@ def parse_quiet_hours(text: str) -> tuple[QuietHours, ...]:
 def schedule_from(
     text: str | None, frequency: timedelta, quiet: tuple[QuietHours, ...]
 ) -> Schedule:
-    """The schedule of a `PULSE.md` text, over the configured defaults (quiet hours add up).
-
-    An unreadable frequency line falls back to the configured frequency; an unreadable
-    quiet-hours line cannot lift the configured quiet hours.
-    """
+    """The schedule of a `PULSE.md` text over the configured one (quiet hours add up)."""
+    # An unreadable line is ignored: the configured frequency and quiet hours stand.
     found_frequency = frequency
     found_quiet: tuple[QuietHours, ...] = ()
     for line in (text or "").splitlines():

@@ -251,8 +251,7 @@ class SanctumStore:
             os.close(dir_fd)
 
     def walk(self, parts: Sequence[str], visit: Callable[[str, int], Sequence[str]]) -> None:
-        """Call `visit(path, dir_fd)` on the folder and, depth first, on the subfolders it
-        returns; `path` is sanctum-relative with a trailing `/`. A missing folder is skipped."""
+        """Call `visit(path, dir_fd)` on a folder, then depth first on the subfolders it names."""
         try:
             dir_fd = self.open_dir(parts)
         except SanctumRefusal as refusal:
@@ -267,8 +266,7 @@ class SanctumStore:
             os.close(dir_fd)
 
     def tree(self, parts: Sequence[str]) -> list[Folder]:
-        """The folder and every subfolder below it, depth first, names sorted; regular files
-        only, without our temp files (a missing folder gives an empty list)."""
+        """The folder and every subfolder below it, depth first (none when it is missing)."""
         folders: list[Folder] = []
 
         def visit(path: str, dir_fd: int) -> Sequence[str]:

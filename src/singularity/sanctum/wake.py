@@ -152,8 +152,7 @@ def wake(
     bodies: bool = True,
     cache: MapCache | None = None,
 ) -> Wake:
-    """The wake text of the sanctum (`None`: no sanctum directory); `bodies=False` elides
-    the identity files' text (for a tool result, when the system message holds them)."""
+    """The wake text (`store` None: no sanctum); `bodies=False` elides identity text."""
     missing = (
         list(IDENTITY_FILES)
         if store is None
