@@ -38,7 +38,7 @@ local:
 setup: $(BIN)/singularity
 
 run: setup
-	$(BIN)/singularity demo
+	./scripts/run-demo.sh
 
 test: setup
 	$(BIN)/ruff check src tests bench
