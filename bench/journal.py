@@ -41,7 +41,32 @@ from singularity.journal.service import Journal, JournalConfig, open_journal
 
 DIMENSIONS = 384
 CLUSTERS = 200
-WORDS = ["river", "budget", "doubt", "morning", "model", "retry", "quiet", "cost", "lantern", "friend", "error", "plan", "storm", "memory", "balance", "reward", "tired", "curious", "proud", "gateway", "token", "child", "lesson", "night"]
+WORDS = [
+    "river",
+    "budget",
+    "doubt",
+    "morning",
+    "model",
+    "retry",
+    "quiet",
+    "cost",
+    "lantern",
+    "friend",
+    "error",
+    "plan",
+    "storm",
+    "memory",
+    "balance",
+    "reward",
+    "tired",
+    "curious",
+    "proud",
+    "gateway",
+    "token",
+    "child",
+    "lesson",
+    "night",
+]
 
 
 def _vectors(rng: np.random.Generator, count: int, centers: np.ndarray) -> np.ndarray:

@@ -30,13 +30,13 @@ import httpx
 
 from singularity.gateway.local_model import (
     END,
+    REPEAT_PENALTY,
     ChatRequest,
     LocalModel,
-    ToolSpec,
     choose_mode,
-    text_grammar,
 )
 from singularity.gateway.routes import LocalSettings
+from singularity.gateway.tool_grammar import ToolSpec
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
 SYSTEM = (
@@ -75,7 +75,9 @@ def _wire(case: str, max_tokens: int) -> dict[str, Any]:
     if case == "call":
         tool = REMEMBER
         function = {"name": tool.name, "description": tool.description}
-        body["tools"] = [{"type": "function", "function": {**function, "parameters": tool.parameters}}]
+        body["tools"] = [
+            {"type": "function", "function": {**function, "parameters": tool.parameters}}
+        ]
     return body
 
 
@@ -92,9 +94,7 @@ def direct_speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
     llama.reset()
     prompt_secs, _ = _timed(lambda: llama.create_completion(prompt, max_tokens=1, temperature=0))
     gen_secs, out = _timed(
-        lambda: llama.create_completion(
-            prompt, max_tokens=max_tokens * 2, temperature=0, stop=[]
-        )
+        lambda: llama.create_completion(prompt, max_tokens=max_tokens * 2, temperature=0, stop=[])
     )
     generated = int(out["usage"]["completion_tokens"])
     return {
@@ -106,15 +106,16 @@ def direct_speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
 
 
 def direct_call(model: LocalModel, request: ChatRequest) -> tuple[float, int]:
-    """The same work as the engine, done with `llama_cpp` calls only."""
+    """The same decoding as the engine (prompt, grammar, sampling), timed on `llama_cpp` alone."""
+    limit = request.max_tokens or 64
     mode, tools = choose_mode(request)
-    prompt = model.prompt(request, mode, request.max_tokens or 64)
-    grammar = model._grammar(mode, tools)
+    prompt, grammar = model.prompt(request, limit), model.grammar(mode, tools, limit)
     secs, out = _timed(
         lambda: model._llama.create_completion(
             prompt,
-            max_tokens=request.max_tokens,
+            max_tokens=limit,
             temperature=0.0,
+            repeat_penalty=REPEAT_PENALTY,
             grammar=grammar,
             stop=[END],
         )
@@ -188,7 +189,6 @@ def main() -> None:
             "gateway_overhead_ms": (gateway_median - direct_median) * 1000,
             "gateway_over_direct_ratio": gateway_median / direct_median,
         }
-    report["text_grammar"] = text_grammar(LocalSettings().max_text_chars)
     print(json.dumps(report, indent=2, default=str))
 
 

@@ -27,6 +27,7 @@ $BIN/singularity run "${RESUME[@]}" \
   --brama-url "http://127.0.0.1:$PORT" --state-dir "$STATE_DIR" --workspace "$WORKSPACE" \
   --agent-name Ada --specialty "keeping useful notes" \
   --max-cycles "$CYCLES" --cycle-interval-secs 0 --max-tool-rounds 3 --max-tokens 256 \
+  --http-timeout-secs 900 \
   --input-price 0.5 --output-price 1.5
 echo
 $BIN/singularity show --state-dir "$STATE_DIR"

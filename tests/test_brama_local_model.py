@@ -9,21 +9,18 @@ from typing import Any
 
 import pytest
 
-from singularity.gateway import local_model
+from singularity.gateway import local_model, tool_grammar
 from singularity.gateway.local_model import (
     ChatRequest,
     ContextOverflow,
     LocalModel,
     MissingExtra,
-    ToolSpec,
-    bounded,
-    call_schema,
     choose_mode,
-    parse_call,
     render_prompt,
     render_turns,
 )
 from singularity.gateway.routes import LocalSettings
+from singularity.gateway.tool_grammar import ToolSpec, bounded, call_schema, parse_call
 
 
 def _object(**properties: Any) -> dict[str, Any]:
@@ -122,20 +119,21 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
         f"<|im_start|>user\n{FRAMING['content']}<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    listed = local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS), "call")
-    assert listed.startswith(SYSTEM["content"] + "\n\nYou can use these tools:\n")
-    assert "- remember(kind: string, text: string): Persist a memory" in listed
-    assert (
-        local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS), "text") == SYSTEM["content"]
-    )
+    listed = local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS))
+    assert listed.startswith("You can use these tools:\n- remember(kind, text): Persist a memory\n")
+    assert listed.endswith("\n\n" + SYSTEM["content"])
+    assert local_model.system_text(ChatRequest([SYSTEM, FRAMING])) == SYSTEM["content"]
 
 
 def test_bounded_schemas_admit_only_what_the_original_admits() -> None:
     schema = bounded(WRITE.parameters, 50)
     assert schema["properties"]["path"] == {"type": "string", "maxLength": 40, "minLength": 1}
-    assert schema["properties"]["lines"]["maxItems"] == local_model.ARRAY_CAP
+    assert schema["properties"]["lines"]["maxItems"] == tool_grammar.ARRAY_CAP
     assert schema["properties"]["lines"]["items"]["maxLength"] == 50
-    assert bounded(SWITCH.parameters)["properties"]["model"] == SWITCH.parameters["properties"]["model"]
+    assert (
+        bounded(SWITCH.parameters)["properties"]["model"]
+        == SWITCH.parameters["properties"]["model"]
+    )
     assert WRITE.parameters["properties"]["path"] == {"type": "string", "maxLength": 40}
     # Free-form objects become {}, and a value of any shape becomes a short string.
     loose = bounded({"type": "object", "properties": {"x": {}, "o": {"type": "object"}}}, 9)
@@ -160,14 +158,14 @@ def test_string_caps_shrink_so_that_the_longest_call_fits_the_budget() -> None:
     for budget in (64, 96, 256, 1024):
         for tool in TOOLS:
             arguments = call_schema([tool], budget)["properties"]["arguments"]
-            strings, other = local_model.worst_case(arguments)
+            strings, other = tool_grammar.worst_case(arguments)
             caps = [
                 p.get("maxLength", p.get("items", {}).get("maxLength"))
                 for p in arguments["properties"].values()
             ]
             cap = max(c for c in caps if c is not None)
-            assert cap <= local_model.STRING_CAP
-            if cap > local_model.MIN_STRING:
+            assert cap <= tool_grammar.STRING_CAP
+            if cap > tool_grammar.MIN_STRING:
                 assert strings * cap + other + len(tool.name) + 30 <= budget, (budget, tool.name)
 
 
@@ -210,7 +208,7 @@ def test_the_real_model_calls_offered_tools_with_valid_arguments(model: LocalMod
         arguments = json.loads(call["function"]["arguments"])
         assert name in {tool.name for tool in tools}
         assert _conforms(arguments, schemas[name]), (name, arguments)
-        assert result.prompt_tokens == len(model.prompt(request, "call", 96))
+        assert result.prompt_tokens == len(model.prompt(request, 96))
         assert 0 < result.completion_tokens <= 96
 
 
@@ -230,7 +228,7 @@ def test_the_real_model_answers_in_text_after_a_tool_result(model: LocalModel) -
     assert result.finish_reason == "stop"
     assert result.tool_calls == []
     assert result.content and len(result.content) <= 200
-    assert result.prompt_tokens == len(model.prompt(ChatRequest(messages, TOOLS), "text", 96))
+    assert result.prompt_tokens == len(model.prompt(ChatRequest(messages, TOOLS), 96))
 
 
 def test_context_overflow_drops_old_turns_then_refuses() -> None:

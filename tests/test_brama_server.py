@@ -378,7 +378,11 @@ def live_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
         yield url, secret
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     assert "Traceback" not in log.read_text(), log.read_text()
 
 
@@ -406,6 +410,9 @@ def _events(state_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+# The first request evaluates the whole prompt (~2,500 tokens: tools, sanctum): about
+# 20 s on an idle 2-core machine, minutes on a busy one; later ones reuse the cache.
+@pytest.mark.timeout(1800)
 def test_a_being_lives_three_cycles_on_the_real_local_model(
     live_gateway: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -429,6 +436,8 @@ def test_a_being_lives_three_cycles_on_the_real_local_model(
             str(workspace),
             "--cycle-interval-secs",
             "0",
+            "--http-timeout-secs",
+            "1200",
             "--input-price",
             "1",
             "--output-price",
@@ -438,7 +447,7 @@ def test_a_being_lives_three_cycles_on_the_real_local_model(
         ],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,
         env=env,
         cwd=tmp_path,
         check=False,
@@ -449,8 +458,10 @@ def test_a_being_lives_three_cycles_on_the_real_local_model(
     assert kinds.count("cycle_started") == 3
     # Every answer passed the client's validation: no warning, every reservation debited.
     assert [e for e in events if e["type"] == "warning"] == []
-    assert kinds.count("cost_reserved") == kinds.count("cost_debited") == kinds.count(
-        "model_completed"
+    assert (
+        kinds.count("cost_reserved")
+        == kinds.count("cost_debited")
+        == kinds.count("model_completed")
     )
     assert "cost_released" not in kinds
     finished = [e for e in events if e["type"] == "tool_finished"]

@@ -24,7 +24,7 @@ import pytest
 from singularity.journal.service import JournalConfig, open_journal
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import OPTION_PREFIXES, Result, make_cli
+from tests.support.loop_http import OPTION_PREFIXES, Result, boot, make_cli, run
 
 CANARY = "CANARY-7f3a9c-lighthouse"
 REPO = Path(__file__).resolve().parent.parent
@@ -193,6 +193,33 @@ def test_the_canary_never_leaves_memory(
     after = cli("journal", "stats", *at)
     assert json.loads(after.out)["entries"] == 0
     _assert_clean(state_dir, after.out, after.err)
+
+
+def test_archived_conversation_holds_only_the_placeholder(tmp_path: Path) -> None:
+    script = [
+        Turn.tool_call(WRITE, {"text": f"{CANARY} one"}),
+        Turn.tool_call(RECALL, {"query": CANARY}),
+        Turn.text("first"),
+        Turn.tool_call(WRITE, {"text": f"{CANARY} two"}),
+        Turn.text("second"),
+    ]
+
+    async def live() -> None:
+        runtime = boot(tmp_path, server, journal_embedder="hashing")
+        runtime.being.window_messages = 3  # most messages leave for conversation.jsonl
+        try:
+            await runtime.once()
+            await runtime.once()
+        finally:
+            await runtime.shutdown()
+
+    with ScriptedServer(script) as server:
+        run(live())
+    state_dir = tmp_path / "being"
+    archived = (state_dir / "conversation.jsonl").read_text()
+    assert "[private journal content omitted]" in archived
+    _assert_clean(state_dir)
+    assert verify_state_dir(str(state_dir)) == []
 
 
 if __name__ == "__main__":

@@ -98,7 +98,37 @@ DISTRACTORS = [
 ]
 REFLECTIONS = [text for text, _ in TARGETS] + DISTRACTORS
 FUNCTION_WORDS = set(
-    ["a", "an", "the", "of", "to", "and", "i", "my", "me", "is", "it", "in", "on", "for", "at", "with", "was", "be", "that", "this", "about", "so", "by", "from", "an", "or", "not", "no", "did"]
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "and",
+        "i",
+        "my",
+        "me",
+        "is",
+        "it",
+        "in",
+        "on",
+        "for",
+        "at",
+        "with",
+        "was",
+        "be",
+        "that",
+        "this",
+        "about",
+        "so",
+        "by",
+        "from",
+        "an",
+        "or",
+        "not",
+        "no",
+        "did",
+    ]
 )
 
 

@@ -26,7 +26,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from singularity.config import resolve
@@ -149,6 +149,37 @@ def check_budget(root: Path, starting: Decimal) -> None:
     assert ledger.unsettled(budget, events) == ([], [])
 
 
+BINARY_REVENUE = Turn.tool_calls(
+    Call(PAY, '{"amount": 0.1}'),
+    Call(PAY, '{"amount": "0.0000000000001"}'),
+    usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+)
+OVERUSE = Turn.text(
+    "far more than reserved",
+    usage={"prompt_tokens": 5_000_000, "completion_tokens": 6000, "total_tokens": 0},
+)
+
+
+@example(
+    input_price=Decimal("0.5"),
+    output_price=Decimal(3),
+    instance_price=Decimal(3),
+    starting=Decimal("10"),
+    max_tokens=100,
+    script=[BINARY_REVENUE, Turn.text("done")],
+    cycles=1,
+    rounds=2,
+)
+@example(
+    input_price=Decimal(2),
+    output_price=Decimal(1),
+    instance_price=Decimal(0),
+    starting=Decimal("0.5"),
+    max_tokens=10,
+    script=[OVERUSE],
+    cycles=2,
+    rounds=1,
+)
 @settings(
     max_examples=25,
     deadline=None,

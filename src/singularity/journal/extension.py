@@ -15,13 +15,11 @@ from datetime import datetime, timedelta
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.errors import ConfigurationError
-from singularity.journal.embedders import EMBEDDER_CHOICES
-from singularity.journal.records import JournalError
+from singularity.journal.records import EMBEDDER_CHOICES, JournalError
 from singularity.journal.service import Journal, JournalConfig, open_journal
 from singularity.journal.tools import journal_tools
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.cycle import CycleReport
-from singularity.runtime.extension import Extension
+from singularity.runtime.extension import CycleSummary, Extension
 from singularity.storage.activity import Event
 from singularity.timestamps import Clock
 from singularity.tools.base import Toolset
@@ -130,7 +128,7 @@ class JournalExtension(Extension):
             self._pulse_due = False
             self._purge_tolerantly()
 
-    async def after_cycle(self, report: CycleReport) -> None:
+    async def after_cycle(self, report: CycleSummary) -> None:
         """Embed a few rows that lack a vector of the current model."""
         journal = self._journal
         if journal is None:

@@ -18,10 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from singularity.journal.records import JournalError, Row, to_micros
+
+# `cryptography` is imported where it is used: a being that never journals never loads it.
 from singularity.storage import fsio
 from singularity.timestamps import parse_timestamp, render_timestamp
 
@@ -72,6 +71,8 @@ class Keyring:
 
     def seal(self, entry_id: str, created_at: datetime, text: str) -> tuple[bytes, bytes, str]:
         """Encrypt under the current key: (nonce, ciphertext with tag, key id)."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         key = self.keys[self.current]
         nonce = os.urandom(NONCE_BYTES)
         aad = _aad(self.journal_id, entry_id, created_at, key.id)
@@ -79,6 +80,9 @@ class Keyring:
 
     def open(self, row: Row) -> str:
         """Authenticate and decrypt a row, or raise `Unreadable`."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         key = self.keys.get(row.key_id)
         if key is None or len(row.nonce) != NONCE_BYTES:
             raise Unreadable(row.id)
@@ -91,7 +95,7 @@ class Keyring:
 
     def add_key(self, now: datetime) -> str:
         """Make a new current key and save the keyring (the old keys stay until dropped)."""
-        key = Key(secrets.token_hex(8), AESGCM.generate_key(bit_length=256), now)
+        key = Key(secrets.token_hex(8), secrets.token_bytes(32), now)
         self.keys[key.id] = key
         self.current = key.id
         self.save()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from singularity.errors import StateError
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
+else:
+    Vector = object  # NumPy is imported only once a journal is opened (boot stays light).
 
 MAX_ENTRY_BYTES = 4096
 MAX_ENTRIES_PER_DAY = 200
@@ -22,6 +26,7 @@ MAX_MOOD_BYTES = 32
 MAX_THREAD_BYTES = 64
 DEFAULT_RETENTION_DAYS = 30
 PLACEHOLDER = "[private journal content omitted]"
+EMBEDDER_CHOICES = ("auto", "minilm", "hashing")
 
 
 class JournalError(StateError):

@@ -7,17 +7,15 @@ sealed before it reaches the store, and recall decrypts only the top `k` rows.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from singularity.journal import redaction
-from singularity.journal.embedders import Embedder, as_vector, make_embedder
 from singularity.journal.keyring import ForeignKeyFile, Keyring, Unreadable, key_path, load_keyring
 from singularity.journal.records import (
     MAX_ENTRIES_PER_DAY,
@@ -28,6 +26,9 @@ from singularity.journal.records import (
 from singularity.journal.store import JournalStore, describe, open_store
 from singularity.storage import fsio
 from singularity.timestamps import Clock, render_timestamp, system_clock
+
+if TYPE_CHECKING:
+    from singularity.journal.embedders import Embedder
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 64
@@ -70,18 +71,10 @@ class CapReached(JournalError):
     """The daily entry cap is used up."""
 
 
-def _store_errors() -> tuple[type[Exception], ...]:
-    errors: list[type[Exception]] = [sqlite3.Error, OSError]
-    try:
-        import psycopg
-
-        errors.append(psycopg.Error)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
-STORE_ERRORS = _store_errors()
+def _is_store_error(error: BaseException) -> bool:
+    # Checked by module so neither driver is imported just to name its errors.
+    module = type(error).__module__
+    return isinstance(error, OSError) or module.startswith(("sqlite3", "psycopg"))
 
 
 @contextmanager
@@ -89,7 +82,11 @@ def guarded(action: str) -> Iterator[None]:
     """Database failures as `JournalError`, with no row content in the message."""
     try:
         yield
-    except STORE_ERRORS as error:
+    except JournalError:
+        raise
+    except Exception as error:
+        if not _is_store_error(error):
+            raise
         raise JournalError(f"cannot {action}: {type(error).__name__}") from None
 
 
@@ -125,6 +122,8 @@ class Journal:
 
     def write(self, text: str, mood: str | None, thread_id: str | None) -> Written:
         """Scan, seal, embed and store one entry (blanked when the scanner finds something)."""
+        from singularity.journal.embedders import as_vector
+
         now = self.now()
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
         with guarded("write the journal"):
@@ -164,6 +163,8 @@ class Journal:
         thread_id: str | None = None,
     ) -> tuple[list[Recalled], int]:
         """The best `k` unexpired entries for the query, decrypted; and how many failed."""
+        from singularity.journal.embedders import as_vector
+
         start = self.window_start()
         where = Filter(since=max(start, since) if since else start, mood=mood, thread_id=thread_id)
         vector = as_vector(self.embedder.embed([query])[0])
@@ -267,6 +268,8 @@ class Journal:
 
     def embed_pending(self, limit: int | None = None) -> tuple[int, list[str]]:
         """Embed rows that lack a vector of the current model: (embedded, unreadable ids)."""
+        from singularity.journal.embedders import as_vector
+
         with guarded("embed journal entries"):
             pending = self.store.rows(Filter(lacking_model=self.embedder.name))
         if limit is not None:
@@ -360,6 +363,8 @@ def open_journal(
         )
     if keyring is None:
         return None
+    from singularity.journal.embedders import make_embedder
+
     chosen = embedder or make_embedder(config.embedder)
     store = open_store(config.url, config.state_dir, keyring.journal_id)
     return Journal(config, keyring, store, chosen, clock)

@@ -117,15 +117,42 @@ def _where(where: Filter) -> tuple[str, list[Any]]:
 
 @dataclass
 class _Vectors:
-    """One model's vectors in memory, with what filters need."""
+    """One model's vectors in memory, with what filters need; appends grow by doubling."""
 
     version: int
     model: str
     ids: list[str]
-    created: np.ndarray
     moods: list[str | None]
     threads: list[str | None]
-    matrix: np.ndarray
+    buffer: np.ndarray
+    stamps: np.ndarray
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The live rows of the buffer."""
+        return self.buffer[: len(self.ids)]
+
+    @property
+    def created(self) -> np.ndarray:
+        """Creation times (microseconds) of the live rows."""
+        return self.stamps[: len(self.ids)]
+
+    def append(self, row: Row, vector: np.ndarray) -> None:
+        """Add one row without copying the others (amortised)."""
+        size = len(self.ids)
+        if size == len(self.buffer) or self.buffer.shape[1] != len(vector):
+            if self.buffer.shape[1] != len(vector) and size:
+                return  # another dimension: never compared, found by reloading
+            grown = np.zeros((max(16, 2 * size), len(vector)), dtype=np.float32)
+            grown[:size] = self.buffer[:size]
+            stamps = np.zeros(len(grown), dtype=np.int64)
+            stamps[:size] = self.stamps[:size]
+            self.buffer, self.stamps = grown, stamps
+        self.buffer[size] = vector
+        self.stamps[size] = to_micros(row.created_at)
+        self.ids.append(row.id)
+        self.moods.append(row.mood)
+        self.threads.append(row.thread_id)
 
 
 def _create_private(path: str) -> None:
@@ -205,12 +232,13 @@ class SqliteStore:
         )
         cache = self._vectors
         vector = row.embedding
-        if cache and vector is not None and not row.redacted and row.embedding_model == cache.model:
-            cache.ids.append(row.id)
-            cache.created = np.append(cache.created, to_micros(row.created_at))
-            cache.moods.append(row.mood)
-            cache.threads.append(row.thread_id)
-            cache.matrix = np.vstack([cache.matrix, vector[None, :]])
+        if (
+            cache is not None
+            and vector is not None
+            and not row.redacted
+            and row.embedding_model == cache.model
+        ):
+            cache.append(row, vector)
 
     def update(self, row: Row) -> None:
         """Write back the mutable fields."""
@@ -275,9 +303,8 @@ class SqliteStore:
             if blobs
             else np.zeros((0, 1), dtype=np.float32)
         )
-        self._vectors = _Vectors(
-            version, model, ids, np.array(created, dtype=np.int64), moods, threads, matrix
-        )
+        stamps = np.array(created, dtype=np.int64)
+        self._vectors = _Vectors(version, model, ids, moods, threads, matrix, stamps)
         return self._vectors
 
     def nearest(self, model: str, vector: Vector, k: int, where: Filter) -> list[tuple[str, float]]:
