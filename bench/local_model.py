@@ -1,22 +1,23 @@
-"""Benchmark of the embedded gateway's local model (SmolLM2-135M through llama.cpp).
+"""The embedded gateway's local model (SmolLM2-135M through llama.cpp): speed and overhead.
 
-    .venv/bin/python -m bench.local_model [--rounds 5] [--max-tokens 64]
+    .venv/bin/python -m bench.local_model [--rounds 10] [--max-tokens 48] [--threads N]
 
-Measures, in one run on this machine:
+Measured in one run:
 
-- model load time, prompt-processing and generation speed of `llama_cpp` called directly;
-- time to the first complete response: from launching `singularity brama serve` to the
-  end of its first completion (process start, model load, one answer);
-- the same requests (same prompt, grammar, seed, temperature 0, so the same tokens)
-  sent directly to `llama_cpp`, through the gateway's engine in-process, and over HTTP
-  to the gateway; the gateway's overhead per request is the difference of medians, and
-  the ratio is gateway / direct.
+- **speed** of `llama_cpp` called directly: prompt evaluation (cold cache) and generation,
+  tokens per second, at the gateway's thread count;
+- **time to the first complete response**: from launching `singularity brama serve` to
+  the end of its first completion (process start, model load, one answer, cold cache);
+- **gateway overhead**: the same requests (same prompt, grammar, sampling, temperature 0,
+  hence the same tokens) answered by `llama_cpp` called directly in this process and by
+  the gateway over HTTP, interleaved round by round. The overhead is the difference of
+  the medians; the ratio is gateway ÷ direct. Both sides hold their own model and cache,
+  and see the same request sequence, so the prompt is cached alike on both.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import subprocess
@@ -28,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from bench import machine, table, write_results
 from singularity.gateway.local_model import (
     END,
     REPEAT_PENALTY,
@@ -54,31 +56,34 @@ REMEMBER = ToolSpec(
     },
 )
 FRAMING = "Begin autonomous cycle 1. Balance: 10 USD. Choose the next useful action."
-CASES = {
-    "text": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Say hello."}],
+RESULT = '{"status":"success","result":{"memory_id":"7d1c"}}'
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": REMEMBER.name, "arguments": '{"kind":"fact","text":"the sky is blue"}'},
+}
+CASES: dict[str, list[dict[str, Any]]] = {
     "call": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": FRAMING}],
+    "text": [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": FRAMING},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
+    ],
 }
 
 
-def _request(case: str, max_tokens: int) -> ChatRequest:
-    tools = [REMEMBER] if case == "call" else []
-    return ChatRequest(CASES[case], tools, None, max_tokens, 0.0)
-
-
 def _wire(case: str, max_tokens: int) -> dict[str, Any]:
-    body: dict[str, Any] = {
+    function = {"name": REMEMBER.name, "description": REMEMBER.description}
+    return {
         "model": "any",
         "messages": CASES[case],
         "max_tokens": max_tokens,
         "temperature": 0,
+        "tools": [
+            {"type": "function", "function": {**function, "parameters": REMEMBER.parameters}}
+        ],
     }
-    if case == "call":
-        tool = REMEMBER
-        function = {"name": tool.name, "description": tool.description}
-        body["tools"] = [
-            {"type": "function", "function": {**function, "parameters": tool.parameters}}
-        ]
-    return body
 
 
 def _timed(function: Any, *args: Any) -> tuple[float, Any]:
@@ -87,33 +92,32 @@ def _timed(function: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
-def direct_speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
-    """Prompt and generation tokens per second of `llama_cpp` alone (no grammar)."""
+def speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
+    """Prompt and generation tokens per second of `llama_cpp` alone (cold cache, no grammar)."""
     llama = model._llama
-    prompt = model.tokens("<|im_start|>user\n" + "Tell me about the sea. " * 40 + END)
+    prompt = model.tokens("<|im_start|>user\n" + "Tell me about the sea. " * 60 + END)
     llama.reset()
-    prompt_secs, _ = _timed(lambda: llama.create_completion(prompt, max_tokens=1, temperature=0))
-    gen_secs, out = _timed(
-        lambda: llama.create_completion(prompt, max_tokens=max_tokens * 2, temperature=0, stop=[])
-    )
+    prompt_secs, _ = _timed(llama.create_completion, prompt, 1)
+    generate = lambda: llama.create_completion(prompt, max_tokens=4 * max_tokens, stop=[])  # noqa: E731
+    generation_secs, out = _timed(generate)
     generated = int(out["usage"]["completion_tokens"])
     return {
         "prompt_tokens": len(prompt),
         "prompt_tokens_per_sec": len(prompt) / prompt_secs,
         "generated_tokens": generated,
-        "generation_tokens_per_sec": generated / gen_secs,
+        "generation_tokens_per_sec": generated / generation_secs,
     }
 
 
-def direct_call(model: LocalModel, request: ChatRequest) -> tuple[float, int]:
-    """The same decoding as the engine (prompt, grammar, sampling), timed on `llama_cpp` alone."""
-    limit = request.max_tokens or 64
+def direct(model: LocalModel, case: str, max_tokens: int) -> tuple[float, int]:
+    """The engine's decoding of this request (prompt, grammar, sampling) on `llama_cpp` alone."""
+    request = ChatRequest(CASES[case], [REMEMBER], None, max_tokens, 0.0)
     mode, tools = choose_mode(request)
-    prompt, grammar = model.prompt(request, limit), model.grammar(mode, tools, limit)
+    prompt, grammar = model.prompt(request, max_tokens), model.grammar(mode, tools, max_tokens)
     secs, out = _timed(
         lambda: model._llama.create_completion(
             prompt,
-            max_tokens=limit,
+            max_tokens=max_tokens,
             temperature=0.0,
             repeat_penalty=REPEAT_PENALTY,
             grammar=grammar,
@@ -123,74 +127,113 @@ def direct_call(model: LocalModel, request: ChatRequest) -> tuple[float, int]:
     return secs, int(out["usage"]["completion_tokens"])
 
 
-def start_gateway(log: Path) -> tuple[subprocess.Popen[bytes], str, float]:
-    """Launch `brama serve` on a free port; its URL and the launch time."""
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        [str(SINGULARITY), "brama", "serve", "--port", "0"],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+def launch(log: Path, config: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start `brama serve` on a free port; its URL once it listens."""
+    command = [str(SINGULARITY), "brama", "serve", "--port", "0", "--config", str(config)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
         found = re.search(r"listening on (http://\S+/)", log.read_text(errors="replace"))
         if found:
-            return process, found.group(1), started
-        if process.poll() is not None:
-            break
-        time.sleep(0.02)
+            return process, found.group(1)
+        time.sleep(0.01)
     process.kill()
     raise RuntimeError(f"the gateway did not start: {log.read_text()}")
 
 
-def main() -> None:
-    """Run the benchmark and print a JSON report."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    options = parser.parse_args()
+def measure(rounds: int, max_tokens: int, threads: int, folder: Path) -> dict[str, Any]:
+    """Every figure of one run."""
+    config = folder / "brama.toml"
+    config.write_text(f"[local]\nthreads = {threads}\n")
     report: dict[str, Any] = {}
+    launched = time.perf_counter()
+    process, url = launch(folder / "brama.log", config)
+    try:
+        with httpx.Client(base_url=url, timeout=600) as http:
+            first = http.post("v1/chat/completions", json=_wire("call", max_tokens))
+            report["first_response_secs"] = time.perf_counter() - launched
+            report["first_response"] = first.json()["choices"][0]
+            model = LocalModel(LocalSettings(threads=threads))
+            report["speed"] = speed(model, max_tokens)
+            for case in ("call", "text"):
+                samples: dict[str, list[float]] = {"direct": [], "gateway": []}
+                tokens: set[int] = set()
+                for index in range(rounds + 1):  # the first round warms both caches
+                    for side in ("direct", "gateway") if index % 2 else ("gateway", "direct"):
+                        if side == "direct":
+                            secs, used = direct(model, case, max_tokens)
+                        else:
+                            secs, answer = _timed(
+                                http.post, "v1/chat/completions", _wire(case, max_tokens)
+                            )
+                            used = answer.json()["usage"]["completion_tokens"]
+                        if index:
+                            samples[side].append(secs)
+                            tokens.add(used)
+                direct_ms = statistics.median(samples["direct"]) * 1000
+                gateway_ms = statistics.median(samples["gateway"]) * 1000
+                report[case] = {
+                    "completion_tokens": sorted(tokens),
+                    "direct_median_ms": direct_ms,
+                    "gateway_median_ms": gateway_ms,
+                    "overhead_ms": gateway_ms - direct_ms,
+                    "ratio": gateway_ms / direct_ms,
+                }
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return report
 
-    with tempfile.TemporaryDirectory() as folder:
-        process, url, launched = start_gateway(Path(folder) / "brama.log")
-        try:
-            with httpx.Client(base_url=url, timeout=120) as http:
-                first = http.post("v1/chat/completions", json=_wire("call", options.max_tokens))
-                report["time_to_first_complete_response_secs"] = time.perf_counter() - launched
-                first.raise_for_status()
-                report["first_response"] = first.json()["choices"][0]
-                http_secs: dict[str, list[float]] = {"text": [], "call": []}
-                for case in http_secs:
-                    for _ in range(options.rounds):
-                        secs, answer = _timed(
-                            http.post, "v1/chat/completions", _wire(case, options.max_tokens)
-                        )
-                        answer.raise_for_status()
-                        http_secs[case].append(secs)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
 
-    load_secs, model = _timed(LocalModel, LocalSettings())
-    report["model_load_secs"] = load_secs
-    report["direct_speed"] = direct_speed(model, options.max_tokens)
-    for case in ("text", "call"):
-        request = _request(case, options.max_tokens)
-        direct = [direct_call(model, request)[0] for _ in range(options.rounds)]
-        engine = [_timed(model.complete, request)[0] for _ in range(options.rounds)]
-        tokens = model.complete(request).completion_tokens
-        direct_median = statistics.median(direct)
-        gateway_median = statistics.median(http_secs[case])
-        report[f"{case}_request"] = {
-            "completion_tokens": tokens,
-            "direct_llama_cpp_secs": direct_median,
-            "engine_in_process_secs": statistics.median(engine),
-            "gateway_http_secs": gateway_median,
-            "gateway_overhead_ms": (gateway_median - direct_median) * 1000,
-            "gateway_over_direct_ratio": gateway_median / direct_median,
-        }
-    print(json.dumps(report, indent=2, default=str))
+def render(report: dict[str, Any]) -> str:
+    """The tables printed at the end."""
+    speed_row = report["speed"]
+    lines = [
+        f"prompt: {speed_row['prompt_tokens_per_sec']:.0f} tokens/s "
+        f"({speed_row['prompt_tokens']} tokens, cold); generation: "
+        f"{speed_row['generation_tokens_per_sec']:.1f} tokens/s; time to the first complete "
+        f"response from launch: {report['first_response_secs']:.1f} s",
+        "",
+    ]
+    rows = [
+        [
+            case,
+            "/".join(str(t) for t in report[case]["completion_tokens"]),
+            f"{report[case]['direct_median_ms']:.0f} ms",
+            f"{report[case]['gateway_median_ms']:.0f} ms",
+            f"{report[case]['overhead_ms']:.1f} ms",
+            f"{report[case]['ratio']:.3f}x",
+        ]
+        for case in ("call", "text")
+    ]
+    headers = ["request", "tokens", "direct", "gateway", "overhead", "gateway/direct"]
+    return "\n".join(lines) + table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print the tables and write the result file."""
+    parser = argparse.ArgumentParser(prog="python -m bench.local_model", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=10, help="measured requests per case")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--threads", type=int, default=LocalSettings().threads)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="singularity-bench-") as folder:
+        environment = machine(Path(folder))
+        report = measure(args.rounds, args.max_tokens, args.threads, Path(folder))
+    print(render(report))
+    path = write_results(
+        "local_model",
+        {
+            "benchmark": "local_model",
+            "command": "python -m bench.local_model "
+            f"--rounds {args.rounds} --max-tokens {args.max_tokens} --threads {args.threads}",
+            "machine": environment,
+            "results": report,
+        },
+    )
+    print(f"\nwritten to {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

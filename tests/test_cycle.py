@@ -337,17 +337,19 @@ def _secret_file(path: Path, value: str, mode: int = 0o600) -> Path:
     return path
 
 
+@pytest.mark.parametrize("command", [["once"], ["run", "--max-cycles", "1"]])
 def test_hmac_headers_are_verified_by_the_gateway(
-    tmp_path: Path, cli: Callable[..., Result]
+    tmp_path: Path, cli: Callable[..., Result], command: list[str]
 ) -> None:
     secret = _secret_file(tmp_path / "brama.hmac", "s3cret-value")
     script = [Turn.tool_call(ADD_RULE, {"rule": "sign everything"}), Turn.text("done")]
     with ScriptedServer(script, hmac_secret="s3cret-value", agent_id="being-7") as server:
         args = cli_args(tmp_path, server, "--agent-id", "being-7", "--brama-secret-file")
-        result = cli("once", *args, str(secret))
+        result = cli(*command, *args, str(secret))
         requests = server.completions
     assert result.code == 0, result.err
-    assert json.loads(result.out)["status"] == "completed"
+    assert state_of(tmp_path).mind.rules == ["sign everything"]
+    assert state_of(tmp_path).conversation[-1] == {"role": "assistant", "content": "done"}
     assert len(requests) == 2
     for request in requests:
         headers = request.headers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from singularity.config import resolve
 from singularity.journal import reasonlog
-from singularity.journal.extension import JournalExtension, journal_extension
+from singularity.journal.extension import JournalExtension, journal_config, journal_extension
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.tools.base import Outcome, Status
 
@@ -167,3 +168,39 @@ def test_the_mood_line(part: JournalExtension) -> None:
     assert part.prompt_section() == ""
     call(part, "journal_write", text="long day", mood="tired")
     assert part.prompt_section() == "\n\nCurrent mood: tired"
+
+
+def test_purge_at_boot_hourly_and_before_every_pulse(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    settings = resolve(
+        {
+            "state_dir": str(tmp_path / "b"),
+            "workspace": str(tmp_path / "ws"),
+            "journal_embedder": "hashing",
+        },
+        environ={},
+    )
+    now = [datetime(2026, 6, 1, tzinfo=UTC)]
+    being = open_being(settings, clock=lambda: now[0])
+    being.save()
+    part = JournalExtension(being, journal_config(settings), being.clock)
+    try:
+        asyncio.run(part.at_boot())
+        call(part, "journal_write", text="first")
+        now[0] += timedelta(minutes=10)
+        call(part, "journal_write", text="second")
+        now[0] += timedelta(days=30, minutes=-5)  # the first is 30 days 5 minutes old
+        asyncio.run(part.before_cycle())
+        purged = [e["count"] for e in events(being) if e["type"] == "journal_purged"]
+        assert purged == [1]
+        now[0] += timedelta(minutes=15)  # the second has expired too, but the hour is not up
+        asyncio.run(part.before_cycle())
+        journal = part.journal(create=False)
+        assert journal is not None and journal.store.count() == 1
+        being.journal({"type": "pulse_started", "at": being.now(), "cycle": 1})
+        asyncio.run(part.before_cycle())
+        assert journal.store.count() == 0
+        assert [e["count"] for e in events(being) if e["type"] == "journal_purged"] == [1, 1]
+    finally:
+        asyncio.run(part.at_stop())
+        being.close()

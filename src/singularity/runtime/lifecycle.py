@@ -314,8 +314,8 @@ class Runtime:
         """
         being = self.being
         state = being.state
-        if being.broken:
-            return
+        if being.broken or (self.closed and state.status in ("stopped", "exhausted", "failed")):
+            return  # nothing can be written, or shutdown already wrote the end
         try:
             answer_open_calls(being)
             if self.failure is not None:
