@@ -97,7 +97,7 @@ def speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
     llama = model._llama
     prompt = model.tokens("<|im_start|>user\n" + "Tell me about the sea. " * 60 + END)
     llama.reset()
-    prompt_secs, _ = _timed(llama.create_completion, prompt, 1)
+    prompt_secs, _ = _timed(lambda: llama.create_completion(prompt, max_tokens=1))
     generate = lambda: llama.create_completion(prompt, max_tokens=4 * max_tokens, stop=[])  # noqa: E731
     generation_secs, out = _timed(generate)
     generated = int(out["usage"]["completion_tokens"])
@@ -125,6 +125,43 @@ def direct(model: LocalModel, case: str, max_tokens: int) -> tuple[float, int]:
         )
     )
     return secs, int(out["usage"]["completion_tokens"])
+
+
+def through_gateway(http: httpx.Client, case: str, max_tokens: int) -> tuple[float, int]:
+    """The same request over HTTP to the gateway."""
+    body = _wire(case, max_tokens)
+    started = time.perf_counter()
+    answer = http.post("v1/chat/completions", json=body)
+    secs = time.perf_counter() - started
+    answer.raise_for_status()
+    return secs, int(answer.json()["usage"]["completion_tokens"])
+
+
+def interleaved(
+    model: LocalModel, http: httpx.Client, case: str, rounds: int, max_tokens: int
+) -> dict[str, Any]:
+    """Direct and gateway medians for one request, alternating which side goes first."""
+    samples: dict[str, list[float]] = {"direct": [], "gateway": []}
+    tokens: set[int] = set()
+    for index in range(rounds + 1):  # round 0 warms both caches
+        for side in ("direct", "gateway") if index % 2 else ("gateway", "direct"):
+            if side == "direct":
+                secs, used = direct(model, case, max_tokens)
+            else:
+                secs, used = through_gateway(http, case, max_tokens)
+            if index:
+                samples[side].append(secs)
+                tokens.add(used)
+    direct_ms = statistics.median(samples["direct"]) * 1000
+    gateway_ms = statistics.median(samples["gateway"]) * 1000
+    return {
+        "completion_tokens": sorted(tokens),
+        "direct_median_ms": direct_ms,
+        "gateway_median_ms": gateway_ms,
+        "overhead_ms": gateway_ms - direct_ms,
+        "ratio": gateway_ms / direct_ms,
+        "samples_ms": {side: [x * 1000 for x in values] for side, values in samples.items()},
+    }
 
 
 def launch(log: Path, config: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -156,29 +193,7 @@ def measure(rounds: int, max_tokens: int, threads: int, folder: Path) -> dict[st
             model = LocalModel(LocalSettings(threads=threads))
             report["speed"] = speed(model, max_tokens)
             for case in ("call", "text"):
-                samples: dict[str, list[float]] = {"direct": [], "gateway": []}
-                tokens: set[int] = set()
-                for index in range(rounds + 1):  # the first round warms both caches
-                    for side in ("direct", "gateway") if index % 2 else ("gateway", "direct"):
-                        if side == "direct":
-                            secs, used = direct(model, case, max_tokens)
-                        else:
-                            secs, answer = _timed(
-                                http.post, "v1/chat/completions", _wire(case, max_tokens)
-                            )
-                            used = answer.json()["usage"]["completion_tokens"]
-                        if index:
-                            samples[side].append(secs)
-                            tokens.add(used)
-                direct_ms = statistics.median(samples["direct"]) * 1000
-                gateway_ms = statistics.median(samples["gateway"]) * 1000
-                report[case] = {
-                    "completion_tokens": sorted(tokens),
-                    "direct_median_ms": direct_ms,
-                    "gateway_median_ms": gateway_ms,
-                    "overhead_ms": gateway_ms - direct_ms,
-                    "ratio": gateway_ms / direct_ms,
-                }
+                report[case] = interleaved(model, http, case, rounds, max_tokens)
     finally:
         process.terminate()
         process.wait(timeout=30)

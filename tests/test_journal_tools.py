@@ -184,6 +184,7 @@ def test_purge_at_boot_hourly_and_before_every_pulse(tmp_path: Path) -> None:
     being = open_being(settings, clock=lambda: now[0])
     being.save()
     part = JournalExtension(being, journal_config(settings), being.clock)
+    being.listeners.append(part.watch)
     try:
         asyncio.run(part.at_boot())
         call(part, "journal_write", text="first")

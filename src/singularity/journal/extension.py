@@ -18,11 +18,10 @@ from singularity.errors import ConfigurationError
 from singularity.journal.records import EMBEDDER_CHOICES, JournalError
 from singularity.journal.service import Journal, JournalConfig, open_journal
 from singularity.journal.tools import journal_tools
-from singularity.runtime.being import LiveBeing
-from singularity.runtime.extension import CycleSummary, Extension
 from singularity.storage.activity import Event
-from singularity.timestamps import Clock
+from singularity.timestamps import Clock, parse_timestamp
 from singularity.tools.base import Toolset
+from singularity.tools.extension import BeingHandle, CycleSummary, Extension
 
 log = logging.getLogger(__name__)
 PURGE_INTERVAL = timedelta(hours=1)
@@ -49,7 +48,7 @@ def journal_config(settings: Settings) -> JournalConfig:
 class JournalExtension(Extension):
     """One being's private journal."""
 
-    def __init__(self, being: LiveBeing, config: JournalConfig, clock: Clock) -> None:
+    def __init__(self, being: BeingHandle, config: JournalConfig, clock: Clock) -> None:
         self.being = being
         self.config = config
         self.clock = clock
@@ -58,8 +57,7 @@ class JournalExtension(Extension):
         self._pulse_due = False
         self._mood: str | None = None
         self._mood_at: datetime | None = None
-        self._tools = journal_tools(being, self._open_for_tools, self.wrote)
-        being.listeners.append(self._watch)
+        self._tools = journal_tools(being, config.state_dir, self._open_for_tools, self.wrote)
         if config.url and not config.url.startswith("sqlite:"):
             self.journal(create=True)
 
@@ -74,7 +72,8 @@ class JournalExtension(Extension):
         assert journal is not None
         return journal
 
-    def _watch(self, event: Event) -> None:
+    def watch(self, event: Event) -> None:
+        """Told every event the being journals: a Pulse starting makes the next purge due."""
         if event.get("type") == "pulse_started":
             self._pulse_due = True
 
@@ -145,6 +144,10 @@ class JournalExtension(Extension):
             self._journal = None
 
 
-def journal_extension(being: LiveBeing, settings: Settings) -> JournalExtension:
-    """The journal part for a booted being."""
-    return JournalExtension(being, journal_config(settings), being.clock)
+def journal_extension(being: BeingHandle, settings: Settings) -> JournalExtension:
+    """The journal part for a booted being, on the being's own clock."""
+    part = JournalExtension(being, journal_config(settings), lambda: parse_timestamp(being.now()))
+    listeners = getattr(being, "listeners", None)
+    if isinstance(listeners, list):  # the runtime's being tells its events (a Pulse starting)
+        listeners.append(part.watch)
+    return part

@@ -57,6 +57,15 @@ def append(dir_fd: int, entry: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def append_at(state_dir: str, entry: dict[str, Any]) -> None:
+    """`append` into the state directory at this path."""
+    dir_fd = fsio.open_dir(state_dir)
+    try:
+        append(dir_fd, entry)
+    finally:
+        os.close(dir_fd)
+
+
 def read(state_dir: str) -> list[dict[str, Any]]:
     """Every complete entry, oldest first (missing file: none)."""
     try:

@@ -25,7 +25,6 @@ from singularity.journal.records import (
     JournalError,
 )
 from singularity.journal.service import CapReached, Journal
-from singularity.runtime.being import LiveBeing
 from singularity.secrets import os_error_text
 from singularity.text import trim, utf8_length
 from singularity.timestamps import parse_timestamp, render_timestamp
@@ -38,6 +37,7 @@ from singularity.tools.base import (
     ToolDefinition,
     object_schema,
 )
+from singularity.tools.extension import BeingHandle
 
 MOOD = re.compile(r"[a-z][a-z0-9-]{0,31}")
 THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -149,7 +149,10 @@ def _since(arguments: JsonObject) -> datetime | None:
 
 
 def journal_tools(
-    being: LiveBeing, open_journal: Callable[[], Journal], on_write: Callable[[], None]
+    being: BeingHandle,
+    state_dir: str,
+    open_journal: Callable[[], Journal],
+    on_write: Callable[[], None],
 ) -> FunctionToolset:
     """The four tools, on the journal `open_journal` gives; events carry ids and counts only."""
 
@@ -249,7 +252,7 @@ def journal_tools(
         if target == "reasonlog":
             line = reasonlog.record(now, summary, source="journal", journal_entry_id=entry_id)
             try:
-                reasonlog.append(being.statedir.fd, line)
+                reasonlog.append_at(state_dir, line)
             except OSError as error:
                 return Outcome.failed("reasonlog_unwritable", os_error_text(error))
             ref = f"reasonlog:{line['id']}"
@@ -288,7 +291,7 @@ def journal_tools(
             risk=_fraction(arguments, "risk"),
         )
         try:
-            reasonlog.append(being.statedir.fd, line)
+            reasonlog.append_at(state_dir, line)
         except OSError as error:
             return Outcome.failed("reasonlog_unwritable", os_error_text(error))
         return Outcome.success({"id": line["id"]})

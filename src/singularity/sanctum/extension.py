@@ -51,27 +51,22 @@ MODEL_LABEL = "(the root of every singularity_sanctum_* path)"
 SECTION_HEADER = "\n\nSanctum:\n"
 UNAVAILABLE = "sanctum_unavailable"
 PREAMBLE = (
-    "Below is your sanctum: your human-readable memory, small Markdown files a person can "
-    "read and edit. The identity files are you; the map shows what you remember without "
-    "the bodies: read a file with singularity_sanctum_read when a task reaches it, find "
-    "things with singularity_sanctum_list and singularity_sanctum_grep, and follow "
-    "HOW-I-REMEMBER.md for every write. Write as you go; a cycle that ends without a "
-    "session note in memory/sessions/ gets a minimal one from the runtime."
+    "Your sanctum: your memory as small Markdown files (singularity_sanctum_* tools). "
+    "Below: your identity files and a map of your memory, without the bodies. A cycle "
+    "that ends without a session note in memory/sessions/ gets one from the runtime."
 )
 FIRST_BREATH = (
-    "First Breath is not finished: replace the {{…}} placeholders in {files} with what you "
-    "decide from your identity and specialty (singularity_sanctum_write replaces a whole "
-    "identity file), and put open questions in memory/open-questions.md and pending.md."
+    "First Breath is not finished: replace the {{…}} placeholders in {files} with what "
+    "you decide; put open questions in memory/open-questions.md and pending.md."
 )
 TEND = (
-    "Tend first: the map shows session notes since the last tending. Distill undistilled "
-    "raw files, merge files about one subject, correct standing files a recent session "
-    "contradicted, raise what matters in pending.md, then call singularity_sanctum_tended."
+    "Tend first: there are session notes since the last tending (see HOW-I-REMEMBER.md), "
+    "then call singularity_sanctum_tended."
 )
 PULSE = (
-    "MODE: PULSE is a scheduled quiet cycle with nobody at the keyboard: tend first, then "
-    "do the tasks PULSE.md lists, update its State section, and end with a plain answer. "
-    "This pulse may use at most {rounds} model rounds and {cost} USD."
+    "This is a pulse: a scheduled quiet cycle. Tend first, then do the tasks in PULSE.md, "
+    "update its State section and end with a plain answer; at most {rounds} model rounds "
+    "and {cost} USD."
 )
 WATCHED = (
     *((name,) for name in IDENTITY_FILES),
@@ -294,7 +289,11 @@ class SanctumCore:
     def _compose(self) -> str:
         if self.store is None:
             return f"(unavailable: {self.failure or 'not opened yet'})"
-        woken = self.wake(pulse=self.pulse is not None)
+        try:
+            woken = self.wake(pulse=self.pulse is not None)
+        except SanctumRefusal as refusal:
+            # A request must never fail for the sanctum; the being hears why it is missing.
+            return f"(unavailable: {refusal.message})"
         lines = [PREAMBLE]
         if woken.unfinished:
             lines.append(FIRST_BREATH.format(files=", ".join(name for name, _ in woken.unfinished)))
@@ -317,7 +316,10 @@ class SanctumCore:
                 lambda: today(self.host.clock),
                 lambda bodies: self.wake(pulse=self.pulse is not None, bodies=bodies),
             )
-            done = await asyncio.to_thread(run, context, arguments)
+            try:
+                done = await asyncio.to_thread(run, context, arguments)
+            except SanctumRefusal as refusal:
+                return Outcome.failed(refusal.code, refusal.message)
             self._record(done)
             return done.outcome
 
