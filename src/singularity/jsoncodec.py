@@ -8,6 +8,7 @@ Strict parsing refuses NaN/Infinity and duplicate keys.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -45,6 +46,11 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def loads_strict(text: str | bytes) -> Any:
+def loads_strict(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
     """Parse JSON refusing NaN/Infinity and duplicate keys; raises ValueError."""
-    return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_object)
+    return json.loads(
+        text,
+        parse_float=parse_float,
+        parse_constant=_refuse_constant,
+        object_pairs_hook=_unique_object,
+    )

@@ -17,7 +17,7 @@ from singularity.cli.output import print_json
 from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
 from singularity.errors import StateError
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.hardening import make_non_dumpable
+from singularity.runtime.hardening import make_non_dumpable as make_non_dumpable
 from singularity.runtime.lifecycle import Runtime
 from singularity.storage import fsio
 from singularity.storage.activity import Event

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -19,6 +18,7 @@ from singularity.domain.records import (
     Timestamp,
 )
 from singularity.errors import JsonFailure, StateError
+from singularity.jsoncodec import loads_strict
 
 SCHEMA_VERSION: Literal["being-v1"] = "being-v1"
 MAX_RECENT_ACTIONS = 100
@@ -102,27 +102,9 @@ def parse_state(data: bytes) -> AgentState:
         raise JsonFailure(f"state.json does not match being-v1: {_first_error(error)}") from None
 
 
-def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
 def _load_json(data: bytes) -> Any:
     """Strict JSON (no NaN/Infinity, no duplicate keys) whose fractional numbers keep their text."""
-    return json.loads(
-        data,
-        parse_float=JsonNumber,
-        parse_constant=_refuse_constant,
-        object_pairs_hook=_unique_object,
-    )
+    return loads_strict(data, parse_float=JsonNumber)
 
 
 def _first_error(error: ValidationError) -> str:

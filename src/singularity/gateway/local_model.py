@@ -12,7 +12,7 @@ decoded is decided per request:
 
 A call is `{"name": <tool>, "arguments": <its parameters>}` for one offered tool,
 decoded under a grammar built from the tool schemas bounded so that the longest call
-fits `max_tokens` (see `bounded`); the arguments are valid for the offered schema. A
+fits `max_tokens` (see `tool_grammar`); the arguments are valid for the offered schema. A
 plain answer is bounded by a grammar too, so it ends with `stop`, not `length`.
 Generation stops at `max_tokens`, the context window or a wall-clock deadline. The
 model is loaded once; `complete` is serialized (the server runs it on one thread).
@@ -257,7 +257,8 @@ class LocalModel:
 
         def past_deadline(ids: Any, logits: Any) -> bool:
             now = time.monotonic()
-            deadline.append(deadline[0] if deadline else now + self.settings.request_timeout_secs)
+            if not deadline:
+                deadline.append(now + self.settings.request_timeout_secs)
             if now > deadline[0] or self._closing.is_set():
                 late.append(True)
             return bool(late)

@@ -45,6 +45,20 @@ from singularity.tools.self_tools import memory_and_self_tools
 log = logging.getLogger(__name__)
 
 
+def journal_import(being: LiveBeing, report: ImportReport) -> None:
+    """Journal an accepted import (`mind_imported`)."""
+    being.journal(
+        events.mind_imported(
+            being.now(),
+            report.source_kind,
+            report.source_id,
+            report.imported,
+            report.attributed,
+            report.unchanged,
+        )
+    )
+
+
 def gateway_auth(credentials: Credentials) -> Auth:
     """The gateway authentication the credentials call for (decision 5)."""
     secret = credentials.brama_secret
@@ -192,16 +206,7 @@ class Runtime:
         state.status = "running"
         being.journal(events.started(being.now()))
         if report is not None:
-            being.journal(
-                events.mind_imported(
-                    being.now(),
-                    report.source_kind,
-                    report.source_id,
-                    report.imported,
-                    report.attributed,
-                    report.unchanged,
-                )
-            )
+            journal_import(being, report)
         being.save()
         return runtime
 
@@ -239,16 +244,7 @@ class Runtime:
             being = self.being
             report = merge(being.state, document, being.now())
             if report.accepted:
-                being.journal(
-                    events.mind_imported(
-                        being.now(),
-                        report.source_kind,
-                        report.source_id,
-                        report.imported,
-                        report.attributed,
-                        report.unchanged,
-                    )
-                )
+                journal_import(being, report)
                 being.save()
             return report
 

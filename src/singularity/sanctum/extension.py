@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
@@ -339,7 +339,7 @@ class SanctumCore:
 
     def with_pulse(self, limits: PulseLimits | None) -> None:
         """Mark the cycles that follow as a pulse (or not); the prompt says so."""
-        self.pulse = None if limits is None else replace(limits)
+        self.pulse = limits
         self.invalidate()
 
 
