@@ -20,7 +20,7 @@ from singularity.runtime import ledger
 Event = dict[str, Any]
 SETTLEMENTS = ("cost_debited", "cost_released")
 # Events that change the budget and move its newest operation (decisions 16, 17).
-BUDGET_ENTRIES = ("cost_debited", "child_funded", "child_refunded")
+BUDGET_ENTRIES = ("cost_debited", "child_funded", "child_refunded", "revenue_credited")
 
 
 def debit_ids(journal: list[Event]) -> list[str]:
