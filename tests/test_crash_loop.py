@@ -56,9 +56,9 @@ PROGRESS_TIMEOUT_SECS = 60.0
 # Non-zero prices: USD per million prompt and completion tokens, USD per hour of call time
 # (the instance part divides by 3.6e12 ns, a fraction that does not terminate).
 PRICES = {"input_price": "2.5", "output_price": "10", "instance_price": "3"}
-# About 75 kills' worth of rounds (~5 rounds a kill, ~0.008 USD a round, orphaned
-# reservations charged in full): a being fills its conversation window (and archives) well
-# before it runs out, and the default loop exhausts two beings.
+# Measured: a being lives ~40 kills, ~165 paid rounds (a reservation orphaned by a kill is
+# charged in full, up to ~0.08 USD), so it fills its 400-message window and archives before
+# it runs out, and the default loop exhausts about five beings.
 STARTING_BALANCE = "3"
 LOOP_SETTINGS = {
     **PRICES,

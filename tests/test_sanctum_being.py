@@ -9,9 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from singularity.config import resolve
+from singularity.errors import ConfigurationError
+from singularity.runtime.children import child_environment
+from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import boot, run
+from tests.support.loop_http import boot, run, settings
 from tests.support.sanctum import being_args, clean_env, wake_lines
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
@@ -103,9 +109,6 @@ def test_the_sanctum_section_comes_after_the_minds_sections(tmp_path: Path) -> N
 
 
 def test_a_child_never_inherits_its_parents_sanctum(tmp_path: Path) -> None:
-    from singularity.config import resolve
-    from singularity.runtime.children import child_environment
-
     settings = resolve({"sanctum_dir": str(tmp_path / "shared")}, environ={})
     environment = child_environment(
         {"SINGULARITY_SANCTUM_DIR": str(tmp_path / "shared"), "PATH": "/bin"},
@@ -123,12 +126,6 @@ def test_a_child_never_inherits_its_parents_sanctum(tmp_path: Path) -> None:
 def test_a_sanctum_inside_the_workspace_is_refused_before_anything_is_touched(
     tmp_path: Path,
 ) -> None:
-    import pytest
-
-    from singularity.errors import ConfigurationError
-    from singularity.runtime.lifecycle import Runtime
-    from tests.support.loop_http import settings
-
     with ScriptedServer() as server:
         config = settings(tmp_path, server, sanctum_dir=str(tmp_path / "ws" / "sanctum"))
         with pytest.raises(ConfigurationError, match="sanctum and workspace must not contain"):

@@ -23,7 +23,14 @@ from singularity.sanctum.names import (
 )
 from singularity.sanctum.tools import Done
 from singularity.tools.base import Status
-from tests.support.sanctum import TODAY, context, fixture_sanctum, snapshot, wake_lines
+from tests.support.sanctum import (
+    TODAY,
+    context,
+    fake_core,
+    fixture_sanctum,
+    snapshot,
+    wake_lines,
+)
 
 Tool = Callable[[tools.Context, dict[str, Any]], Done]
 INVALID = "invalid_arguments"
@@ -496,8 +503,6 @@ def test_wake_tool_returns_the_wake_text(root: Path) -> None:
 
 
 def test_the_toolset_journals_every_change(tmp_path: Path) -> None:
-    from tests.support.sanctum import fake_core
-
     core, host = fake_core(tmp_path)
     asyncio.run(core.at_boot())
     host.state.cycle = 4
