@@ -9,6 +9,7 @@ failure is fatal (state) or reported to the model (workspace files).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -82,13 +83,8 @@ def temp_name(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4()}.tmp"
 
 
-def replace_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point: str) -> None:
-    """Durably replace `name` in the directory: temp, write, fsync, rename, fsync directory.
-
-    On any failure before the rename the temp file is removed and the old file is left
-    untouched. The rename replaces a final-component symlink rather than following it.
-    """
-    tmp = temp_name(temp_prefix)
+def _write_synced(dir_fd: int, tmp: str, data: bytes, point: str) -> None:
+    """Create the temp file exclusively, write all of `data`, fsync; remove it on failure."""
     fd = os.open(tmp, TEMP_FLAGS, FILE_MODE, dir_fd=dir_fd)
     try:
         try:
@@ -98,6 +94,21 @@ def replace_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point
             os.fsync(fd)
         finally:
             os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def replace_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point: str) -> None:
+    """Durably replace `name` in the directory: temp, write, fsync, rename, fsync directory.
+
+    On any failure before the rename the temp file is removed and the old file is left
+    untouched. The rename replaces a final-component symlink rather than following it.
+    """
+    tmp = temp_name(temp_prefix)
+    _write_synced(dir_fd, tmp, data, point)
+    try:
         failpoint(f"{point}.rename")
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
@@ -159,15 +170,8 @@ def create_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point:
     either way. A crash between link and unlink leaves a temp of our own pattern.
     """
     tmp = temp_name(temp_prefix)
-    fd = os.open(tmp, TEMP_FLAGS, FILE_MODE, dir_fd=dir_fd)
+    _write_synced(dir_fd, tmp, data, point)
     try:
-        try:
-            failpoint(f"{point}.write")
-            write_all(fd, data)
-            failpoint(f"{point}.fsync")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         failpoint(f"{point}.link")
         try:
             os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
