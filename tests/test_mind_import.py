@@ -660,6 +660,12 @@ def test_report_pretty_json_bytes(state_dir: Path) -> None:
         "  ]\n"
         "}"
     )
-    assert refusal_message(refused_report) == (
+    assert refusal_message(refused_report.conflicting, refused_report.rejected) == (
         "import refused: 1 conflicting and 0 rejected item(s); no state was changed"
+    )
+
+
+def test_the_startup_refusal_says_no_state_was_created() -> None:
+    assert refusal_message(2, 1, prefix="startup import refused", state="created") == (
+        "startup import refused: 2 conflicting and 1 rejected item(s); no state was created"
     )

@@ -12,7 +12,7 @@ from singularity.cli.output import print_json
 from singularity.domain.mind_import import parse_import, read_import_file
 from singularity.errors import StateError
 from singularity.runtime.import_service import socket_path, submit
-from singularity.runtime.importing import import_offline
+from singularity.runtime.importing import import_offline, refusal_message
 
 
 @click.command(name="import")
@@ -30,7 +30,4 @@ def import_command(file: str, **params: Any) -> None:
         report = import_offline(file, settings.state_dir).to_json()
     print_json(report)
     if not report["accepted"]:
-        raise StateError(
-            f"import refused: {report['conflicting']} conflicting and {report['rejected']} "
-            "rejected item(s); no state was changed"
-        )
+        raise StateError(refusal_message(report["conflicting"], report["rejected"]))

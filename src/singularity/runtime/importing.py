@@ -51,9 +51,11 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
     return report
 
 
-def refusal_message(report: ImportReport, prefix: str = "import refused") -> str:
-    """The message of a refused import."""
+def refusal_message(
+    conflicting: int, rejected: int, *, prefix: str = "import refused", state: str = "changed"
+) -> str:
+    """The message of a refused import (spec §15.5)."""
     return (
-        f"{prefix}: {report.conflicting} conflicting and {report.rejected} rejected item(s); "
-        "no state was changed"
+        f"{prefix}: {conflicting} conflicting and {rejected} rejected item(s); "
+        f"no state was {state}"
     )

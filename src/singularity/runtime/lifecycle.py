@@ -139,8 +139,11 @@ class Runtime:
                 report = merge(being.state, startup_import, being.now())
                 if not report.accepted:
                     raise StateError(
-                        refusal_message(report, "startup import refused").replace(
-                            "no state was changed", "no state was created"
+                        refusal_message(
+                            report.conflicting,
+                            report.rejected,
+                            prefix="startup import refused",
+                            state="created",
                         )
                     )
             workspace = Workspace(workspace_root)
