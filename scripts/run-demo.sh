@@ -21,9 +21,11 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 
-RESUME=()
-[[ -f "$STATE_DIR/state.json" ]] && RESUME=(--resume)
-$BIN/singularity run "${RESUME[@]}" \
+# A new being is told once what its operator would like; a resumed one just goes on living.
+FIRST=(--stimulus "Your operator says: welcome, Ada. Keep a short notes.md in your workspace \
+about what you do and learn, remember what matters, and give yourself a rule or two.")
+[[ -f "$STATE_DIR/state.json" ]] && FIRST=(--resume)
+$BIN/singularity run "${FIRST[@]}" \
   --brama-url "http://127.0.0.1:$PORT" --state-dir "$STATE_DIR" --workspace "$WORKSPACE" \
   --agent-name Ada --specialty "keeping useful notes" \
   --max-cycles "$CYCLES" --cycle-interval-secs 0 --max-tool-rounds 3 --max-tokens 256 \

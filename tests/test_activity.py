@@ -59,6 +59,19 @@ LINES: list[tuple[events.Event, bytes]] = [
         b'"amount":"0","operation_id":"op-2","api":"0","instance":"0","tokens":0}\n',
     ),
     (
+        events.output_bounded(
+            AT, 7, "files__read", "redact", None, {"workspace path shown relative": 2}
+        ),
+        b'{"type":"output_bounded","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"tool":"files__read","mode":"redact","rejection":null,'
+        b'"redactions":{"workspace path shown relative":2}}\n',
+    ),
+    (
+        events.output_bounded(AT, 7, "t", "strict", "string contains a raw local path", {}),
+        b'{"type":"output_bounded","at":"2026-01-02T03:04:05.123Z","cycle":7,"tool":"t",'
+        b'"mode":"strict","rejection":"string contains a raw local path","redactions":{}}\n',
+    ),
+    (
         events.tool_finished(AT, 7, "singularity_file_read", "indeterminate"),
         b'{"type":"tool_finished","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"tool":"singularity_file_read","status":"indeterminate"}\n',
@@ -155,8 +168,68 @@ LINES: list[tuple[events.Event, bytes]] = [
         events.stopped(AT, 9, "failed"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
     ),
+    (
+        events.model_completed(AT, 7, 1, 2, "smollm2"),
+        b'{"type":"model_completed","at":"2026-01-02T03:04:05.123Z","cycle":7,'
+        b'"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3},"model":"smollm2"}\n',
+    ),
+    (
+        events.journal_recovered(AT, 3, "damaged", "journal.sqlite3.damaged-1", 5, 2, False),
+        b'{"type":"journal_recovered","at":"2026-01-02T03:04:05.123Z","cycle":3,'
+        b'"reason":"damaged","set_aside":"journal.sqlite3.damaged-1","kept":5,"lost":2,'
+        b'"unreachable":false}\n',
+    ),
+    (
+        events.cycle_finished(AT, 4, "completed"),
+        b'{"type":"cycle_finished","at":"2026-01-02T03:04:05.123Z","cycle":4,"status":"completed"}\n',
+    ),
+    (
+        events.operator_message(AT, 4, "r1", 12),
+        b'{"type":"operator_message","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r1","bytes":12}\n',
+    ),
+    (
+        events.operator_paused(AT, 4, "r2", "paused"),
+        b'{"type":"operator_paused","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r2","effect":"paused"}\n',
+    ),
+    (
+        events.operator_resumed(AT, 4, "r2b", "was not paused"),
+        b'{"type":"operator_resumed","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r2b","effect":"was not paused"}\n',
+    ),
+    (
+        events.operator_stopped(AT, 4, "r2c", "stopping"),
+        b'{"type":"operator_stopped","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r2c","effect":"stopping"}\n',
+    ),
+    (
+        events.operator_credited(AT, 4, "op-1", "r3", Decimal("2.5"), "top-up"),
+        b'{"type":"operator_credited","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"amount":"2.5","operation_id":"op-1","request_id":"r3","note":"top-up"}\n',
+    ),
+    (
+        events.operator_sanctum_written(AT, 4, "r4", "sanctum/PERSONA.md", 7, None, "ab"),
+        b'{"type":"operator_sanctum_written","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r4","path":"sanctum/PERSONA.md","bytes":7,"sha256_before":null,'
+        b'"sha256_after":"ab"}\n',
+    ),
+    (
+        events.operator_request_refused(AT, 4, "r5", "credit", "amount out of range"),
+        b'{"type":"operator_request_refused","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r5","kind":"credit","reason":"amount out of range"}\n',
+    ),
+    (
+        events.self_edit_proposed(AT, 4, "p1", "singularity_self_add_rule", "be kind"),
+        b'{"type":"self_edit_proposed","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"proposal_id":"p1","tool":"singularity_self_add_rule","text":"be kind"}\n',
+    ),
+    (
+        events.self_edit_decided(AT, 4, "r6", "p1", "approved"),
+        b'{"type":"self_edit_decided","at":"2026-01-02T03:04:05.123Z","cycle":4,'
+        b'"request_id":"r6","proposal_id":"p1","decision":"approved"}\n',
+    ),
 ]
-
 
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:

@@ -16,7 +16,7 @@ import unicodedata
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from singularity.tools.arguments import (
@@ -282,7 +282,7 @@ def check_against_oracle(value: object, bound: int, key: str = "text") -> None:
     assert isinstance(value, str) and oracle_trim(value) == result
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400)
 @given(value=adversarial_text, bound=st.integers(0, 64), key=keys)
 @example(value="\x00", bound=8, key="text")
 @example(value="\u2028a\u2029", bound=1, key="text")

@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import singularity.tools.boundary as boundary_module
@@ -39,6 +39,7 @@ from singularity.tools.boundary import (
     is_secret_key,
     passes_boundary,
 )
+from tests.support.reached import Reached
 
 SECRET_WORDS = [
     "secret",
@@ -945,23 +946,30 @@ def outcome(value: Any) -> bool:
     return result
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=st.one_of(json_values, deep_values))
-@example(value="[[[[[[[[0]]]]]]]]")
-@example(value={"a": '["\\/x"]'})
-@example(value=("/x",))
-@example(value="a\x1c/b")
-def test_boundary_matches_oracle_on_json_values(value: Any) -> None:
-    result = outcome(value)
-    assert result == oracle(value)
-    if result:
-        assert size_of(value) <= MAX_OUTPUT_BYTES
-        assert deepest(value) <= MAX_DEPTH
-        assert secret_keys(value) == []
-        compact(value, sort_keys=True).encode("utf-8")  # the tool message can be built
+def test_boundary_matches_oracle_on_json_values() -> None:
+    reached = Reached("passed", "rejected")
+
+    @settings(max_examples=400)
+    @given(value=st.one_of(json_values, deep_values))
+    @example(value="[[[[[[[[0]]]]]]]]")
+    @example(value={"a": '["\\/x"]'})
+    @example(value=("/x",))
+    @example(value="a\x1c/b")
+    def one_value(value: Any) -> None:
+        result = outcome(value)
+        assert result == oracle(value)
+        reached.note("passed" if result else "rejected")
+        if result:
+            assert size_of(value) <= MAX_OUTPUT_BYTES
+            assert deepest(value) <= MAX_DEPTH
+            assert secret_keys(value) == []
+            compact(value, sort_keys=True).encode("utf-8")  # the tool message can be built
+
+    one_value()
+    reached.assert_all()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(value=python_values)
 def test_boundary_never_crashes_on_python_values(value: Any) -> None:
     if outcome(value):
@@ -992,8 +1000,15 @@ def padded_to_limit(draw: st.DrawFn) -> tuple[Any, Any, bool]:
     return whole, value, over
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=padded_to_limit())
-def test_exactly_the_limit_passes_one_byte_more_fails(case: tuple[Any, Any, bool]) -> None:
-    whole, _, over = case
-    assert outcome(whole) is (not over)
+def test_exactly_the_limit_passes_one_byte_more_fails() -> None:
+    reached = Reached("at the limit", "one byte over")
+
+    @settings(max_examples=60)
+    @given(case=padded_to_limit())
+    def one_case(case: tuple[Any, Any, bool]) -> None:
+        whole, _, over = case
+        assert outcome(whole) is (not over)
+        reached.note("one byte over" if over else "at the limit")
+
+    one_case()
+    reached.assert_all()

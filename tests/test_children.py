@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -51,8 +50,8 @@ from tests.support.children_procs import (
     spawn_results,
     state_json,
     tagged_pids,
-    wait_for,
 )
+from tests.support.polling import wait_for
 
 SPAWN = children.SPAWN_CHILD.name
 # The gateway reports 100 completion tokens for every answer: at 1000 USD per million a
@@ -112,7 +111,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             assert [p.name for p in (tmp_path / "parent" / "children").iterdir()] == [record["id"]]
 
             # The child runs while the parent is gone: it holds its lock, in its own process.
-            wait_for(lambda: gateway.requests_of("Kid") >= 1, 60, "the child's first model call")
+            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60)
             child_env = environ_of(spawned["pid"])
             assert child_env is not None
             assert child_env["SINGULARITY_STATE_DIR"] == record["state_dir"]
@@ -125,7 +124,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             assert entry["balance_usd"] == entry["starting_usd"] == "0.5"
         finally:
             release.set()
-        wait_for(lambda: not tagged_pids(tag), 90, "the child to stop")
+        wait_for(lambda: not tagged_pids(tag), "the child to stop", timeout=90)
 
         child = state_json(child_dir)
         assert child is not None
@@ -380,7 +379,8 @@ def test_a_parent_without_money_cannot_fund_a_default_child(
         _arguments(budget="Infinity"),
         _arguments(budget="1e-3"),
         _arguments(budget="1_0"),
-        _arguments(budget="0.0000000000001"),  # finer than a picodollar
+        _arguments(budget="0.00000000000000000000000000001"),  # beyond the 28th place
+        _arguments(budget="79228162514264337593543950336"),  # beyond the money range
         {**_arguments(), "budget": 1},
         {**_arguments(), "name": 7},
     ],
@@ -431,7 +431,7 @@ def test_a_funded_spawn_moves_exactly_its_budget(
         ("10", "100", "10"),  # the configured starting balance, when the parent is rich
         ("10", "0", "5"),  # half of what remains
         ("3", "0", "1.5"),
-        ("0.000000000003", "0", "0.000000000001"),  # rounded down to a picodollar
+        ("0.0000000000000000000000000003", "0", "0.0000000000000000000000000001"),  # rounded down
     ],
 )
 def test_default_funding_is_the_starting_balance_capped_at_half_of_what_remains(
@@ -477,7 +477,7 @@ def test_a_child_never_runs_a_singularity_package_from_the_working_directory(
             being.close()
         assert outcome.status.value == "success", outcome
         child_dir = tmp_path / "parent" / "children" / outcome.content["child_id"]
-        wait_for(lambda: not tagged_pids(tag), 60, "the child to stop")
+        wait_for(lambda: not tagged_pids(tag), "the child to stop", timeout=60)
     assert not marker.exists(), "the child ran the package planted in the working directory"
     child = state_json(child_dir)
     assert child is not None and child["status"] == "exhausted"
@@ -555,19 +555,24 @@ def test_looking_at_a_family_never_stops_a_being_from_booting(tmp_path: Path) ->
     state_dir = tmp_path / "being"
     state_dir.mkdir()
     (state_dir / "lock").touch()
+    stop = tmp_path / "stop"
     watcher = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\n"
+         "import os, sys\n"
          "from singularity.runtime.family import is_alive\n"
-         "end = time.monotonic() + 2.0\n"
-         "while time.monotonic() < end:\n"
+         "is_alive(sys.argv[1])\n"
+         "print('watching', flush=True)\n"
+         "while not os.path.exists(sys.argv[2]):\n"
          "    is_alive(sys.argv[1])\n",
-         str(state_dir)],
+         str(state_dir), str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    refused = attempts = 0
+    refused, attempts = 0, 2000
     try:
-        time.sleep(0.5)  # the watcher's interpreter starts
-        while watcher.poll() is None:
+        assert watcher.stdout is not None
+        assert watcher.stdout.readline() == "watching\n"
+        for _ in range(attempts):
             fd = os.open(state_dir / "lock", os.O_RDWR | os.O_CLOEXEC)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -576,9 +581,9 @@ def test_looking_at_a_family_never_stops_a_being_from_booting(tmp_path: Path) ->
                 refused += 1
             finally:
                 os.close(fd)
-            attempts += 1
+        stop.touch()
+        assert watcher.wait(60) == 0  # it watched the whole time
     finally:
         watcher.kill()
         watcher.wait()
-    assert attempts > 100
     assert refused == 0, f"{refused} of {attempts} boots would have found the lock taken"

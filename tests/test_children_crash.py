@@ -30,8 +30,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -59,10 +57,10 @@ from tests.support.children_procs import (
     new_tag,
     state_json,
     tagged_pids,
-    wait_for,
 )
+from tests.support.polling import wait_for
+from tests.support.zygote import Zygote
 
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_KILLS = 50
 SLOW_KILLS = 400
 BUDGETS = ("0.01", "0.02", "0.05", "0.1")
@@ -83,36 +81,6 @@ FLAGS = {
     "context_tokens": "2048",
     "http_timeout_secs": "10",
 }
-
-
-class Zygote:
-    """The forking starter of `support/children_zygote.py`."""
-
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.children_zygote"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
-        )
-
-    def _ask(self, request: dict[str, Any]) -> dict[str, int]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
-        assert answer, "the zygote died"
-        return dict(json.loads(answer))
-
-    def start(self, argv: list[str], cwd: Path, env: dict[str, str], log: Path) -> int:
-        return self._ask({"start": argv, "cwd": str(cwd), "env": env, "log": str(log)})["pid"]
-
-    def wait(self, pid: int) -> int:
-        return self._ask({"wait": pid})["status"]
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(timeout=30)
 
 
 def lane_flags(lane: str) -> dict[str, str]:
@@ -254,10 +222,10 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                 target = before + (rng.choice((1, 1, 2)) if near_spawn else 1)
                 delay = rng.uniform(0, 0.03) if near_spawn else rng.uniform(0.03, 0.3)
                 if started_child:
-                    wait_for(lambda: bool(tagged_pids(tag)), 60, "a child process")
+                    wait_for(lambda: bool(tagged_pids(tag)), "a child process", timeout=60)
                 else:
                     wait_for(lambda: len(child_dirs(parent_dir)) >= target,  # noqa: B023
-                             60, "the parent to spawn")
+                             "the parent to spawn", timeout=60)
                     time.sleep(delay)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -269,7 +237,7 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                 if started_child or rng.random() < HEAD_START:
                     # Children boot and claim before their parent resumes (or die trying).
                     wait_for(lambda: not _unclaimed(parent_dir) or not tagged_pids(tag),
-                             60, "children to claim")
+                             "children to claim", timeout=60)
                 _resume(flags, gateway.url)
                 fates = check_money(parent_dir, f"lane {lane}, kill {killed}")
                 kill_tagged(tag)

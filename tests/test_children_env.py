@@ -45,8 +45,8 @@ from tests.support.children_procs import (
     spawn_results,
     state_json,
     tagged_pids,
-    wait_for,
 )
+from tests.support.polling import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 HMAC_SECRET = "canary-secret"
@@ -66,7 +66,7 @@ PARENT_FLAGS = {
 }
 PARENT_ENV = {
     "CANARY_PLAIN": "1",
-    "OPENAI_API_KEY": "canary-openai",  # not ours: §14 inherits the whole environment
+    "OPENAI_API_KEY": "canary-openai",  # the bearer fallback: a raw secret, never inherited
     "SINGULARITY_AGENT_TYPE": "explorer",  # configuration by environment stays as it is
     "WISENT_APP_AGENT_AUTH_SECRET": HMAC_SECRET,
     "BRAMA_API_KEY": API_KEY,
@@ -78,7 +78,7 @@ def _expected_environment(
 ) -> dict[str, str]:
     expected = {
         k: v for k, v in parent_env.items()
-        if k not in ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY")
+        if k not in ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY", "OPENAI_API_KEY")
     }
     for option in ALL_OPTIONS:
         assert option.env is not None
@@ -123,7 +123,7 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
             [spawned] = spawn_results(parent)
             [record] = parent["mind"]["children"]
             pid = spawned["pid"]
-            wait_for(lambda: gateway.requests_of("Kid") >= 1, 60, "the child's first model call")
+            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60)
             # It signed its request with the parent's secret, read from its own file.
             assert gateway.refused == 0
 
@@ -187,7 +187,7 @@ def test_a_credential_file_the_parent_was_given_wins_over_its_raw_value(
             return False
         return True
 
-    wait_for(reported, 30, "the child to report its environment")
+    wait_for(reported, "the child to report its environment", timeout=30)
     child_dir = os.path.join("parent", "children", outcome.content["child_id"])
     assert seen["BRAMA_HMAC_SECRET_FILE"] == "/run/parent-hmac.secret"
     assert seen["BRAMA_API_KEY_FILE"] == os.path.join(child_dir, "brama-api-key.secret")
@@ -206,7 +206,7 @@ OVERRIDDEN = {"agent_name", "agent_ticker", "specialty", "state_dir", "resume",
         {"output_price": "123456789012345.123456789012", "temperature": "1e-5",
          "http_timeout_secs": "0.5", "cycle_interval_secs": "inf"},
         {"stimulus": "  a ray of sun  ", "required_surfaces": "", "las_skip": "x,y",
-         "agent_type": "zażółć gęślą", "max_tokens": "18446744073709551615"},
+         "agent_type": "zażółć gęślą", "max_tokens": "4294967295"},
     ],
 )
 def test_the_child_resolves_exactly_the_parent_configuration(flags: dict[str, str]) -> None:
@@ -343,14 +343,13 @@ def test_a_process_of_the_same_user_cannot_read_the_runtime_environment() -> Non
                 cwd="/", **options,
             )
             try:
-                wait_for(lambda: gateway.requests_of("Hardened") >= 1, 90,
-                         "the runtime's first model call")
+                wait_for(lambda: gateway.requests_of("Hardened") >= 1, "the runtime's first model call", timeout=90)
                 assert _probe(python, options, env, plain.pid) == "read True"
                 assert _probe(python, options, env, runtime.pid) == "error 13"  # EACCES
             finally:
                 release.set()
             assert runtime.wait(timeout=60) == 0
-            wait_for(lambda: not tagged_pids(tag), 30, "the runtime to stop")
+            wait_for(lambda: not tagged_pids(tag), "the runtime to stop", timeout=30)
     finally:
         release.set()
         if plain is not None:

@@ -24,14 +24,15 @@ from typing import Any
 
 import pytest
 
-from singularity.cli.main import main
 from singularity.config import resolve
 from singularity.domain.mind import initial_prompt
 from singularity.domain.records import ActionRecord, MemoryEntry, Source
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
+from singularity.runtime.catalogue import part_definitions
 from singularity.runtime.importing import import_offline
+from tests.support.loop_http import make_cli
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
@@ -103,23 +104,7 @@ def in_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> Callable[..., Result]:
     """`main()` in this process, in `tmp_path`, with no option variables set."""
-    monkeypatch.chdir(tmp_path)
-    for name in list(os.environ):
-        if name.startswith(("SINGULARITY_", "BRAMA_", "LAS_", "MOST_")):
-            monkeypatch.delenv(name)
-
-    def invoke(*args: str) -> Result:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["singularity", *args])
-        code = 0
-        try:
-            main()
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return invoke
+    return make_cli(tmp_path, monkeypatch, capsys)
 
 
 def make_being(path: Path, change: Callable[[AgentState], None] | None = None) -> AgentState:
@@ -171,7 +156,10 @@ BUILTIN_PARAMETERS = {
 def test_tools_table(tmp_path: Path) -> None:
     result = run(tmp_path, "tools", "--format", "table")
     assert (result.code, result.err) == (0, "")
-    assert result.out == "".join(f"{name}\t{DESCRIPTIONS[name]}\n" for name in BUILTIN_ORDER)
+    parts = "".join(f"{d.name}\t{' '.join(d.description.split())}\n" for d in part_definitions())
+    builtins = "".join(f"{name}\t{DESCRIPTIONS[name]}\n" for name in BUILTIN_ORDER)
+    assert result.out == builtins + parts  # the sanctum's and the journal's after the built-ins
+    assert len(result.out.splitlines()) == 24
     assert result.out.startswith(
         "singularity_memory_remember\tPersist a memory owned by this digital being\n"
         "singularity_memory_recall\tRecall persistent memories containing a query\n"
@@ -184,6 +172,9 @@ def test_tools_json(in_process: Callable[..., Result]) -> None:
     expected = [
         {"name": name, "description": DESCRIPTIONS[name], "parameters": BUILTIN_PARAMETERS[name]}
         for name in BUILTIN_ORDER
+    ] + [
+        {"name": d.name, "description": d.description, "parameters": d.parameters}
+        for d in part_definitions()
     ]
     assert result.out == pretty(expected) + "\n"
     assert result.out.startswith(
@@ -222,6 +213,8 @@ def test_show_text(tmp_path: Path) -> None:
         "0 to children; 0 tokens)",
         f"mind: prompt {prompt_bytes} bytes, 0 rules, 0 learnings, 0 memories, 0 children; "
         "conversation 0 messages",
+        "sanctum: none yet",
+        "journal: none yet",
     ]
 
 
@@ -301,6 +294,7 @@ def test_show_json(tmp_path: Path, in_process: Callable[..., Result]) -> None:
             "api_spent": "0",
             "instance_spent": "0",
             "children_funded": "0",
+            "operator_credited": "0",
             "net_profit": "0",
             "total_tokens": 0,
         },
@@ -320,13 +314,17 @@ def test_show_json(tmp_path: Path, in_process: Callable[..., Result]) -> None:
         "recent_actions": [],
         "started_at": saved["started_at"],
         "updated_at": saved["updated_at"],
+        "sanctum": {"path": str(tmp_path / "being" / "sanctum"), "born": False},
+        "journal": {"state": "none"},
     }
     assert result.out == pretty(expected) + "\n"
 
 
 def test_show_missing_directory(tmp_path: Path) -> None:
     result = run(tmp_path, "show", "--state-dir", "nowhere")
-    assert result == Result(4, "", "singularity: state: no being state exists at nowhere/state.json\n")
+    assert result == Result(
+        4, "", "singularity: state: no being state exists at nowhere/state.json\n"
+    )
     assert not (tmp_path / "nowhere").exists()
 
 

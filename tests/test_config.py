@@ -78,7 +78,7 @@ def test_no_flags_at_all_gives_the_spec_defaults_of_the_other_options() -> None:
     assert settings.cycle_interval_secs == 5
     assert settings.max_tool_rounds == 8
     assert settings.state_dir == ".singularity"
-    assert settings.workspace == "."
+    assert settings.workspace == "workspace"  # decision 24: beside .singularity
     assert settings.resume is False
     assert settings.brama_url == "http://127.0.0.1:8081"
     assert settings.brama_model == "any"
@@ -238,6 +238,30 @@ def test_raw_secrets_come_only_from_the_environment_and_empty_ones_are_ignored()
     assert "hmac-value" not in repr(settings)
 
 
+# --- OpenAI's conventions (decision 22) ------------------------------------------------
+
+
+def test_openai_base_url_is_the_lowest_priority_source_of_the_gateway_url(tmp_path: Path) -> None:
+    openai = {"OPENAI_BASE_URL": "https://api.openai.com/v1"}
+    assert resolve({}, environ=openai).brama_url == "https://api.openai.com/v1"
+    both = openai | {"BRAMA_BASE_URL": "http://127.0.0.1:9/"}
+    assert resolve({}, environ=both).brama_url == "http://127.0.0.1:9/"
+    config = _toml(tmp_path / "c.toml", 'brama_url = "http://file.example/"\n')
+    assert resolve({}, config_file=config, environ=openai).brama_url == "http://file.example/"
+    flag = {"brama_url": "http://flag.example/"}
+    assert resolve(flag, environ=openai).brama_url == "http://flag.example/"
+
+
+def test_openai_api_key_is_the_last_fallback_of_the_bearer_key() -> None:
+    settings = resolve({}, environ={"OPENAI_API_KEY": "sk-openai"})
+    assert set(settings.raw_secrets) == {"BRAMA_API_KEY"}
+    assert settings.raw_secrets["BRAMA_API_KEY"].value == "sk-openai"
+    both = resolve({}, environ={"OPENAI_API_KEY": "sk-openai", "BRAMA_API_KEY": "sk-brama"})
+    assert both.raw_secrets["BRAMA_API_KEY"].value == "sk-brama"
+    assert resolve({}, environ={"OPENAI_API_KEY": ""}).raw_secrets == {}
+    assert "sk-openai" not in repr(settings)
+
+
 def test_environment_values_reproduce_the_settings() -> None:
     original = resolve(
         {
@@ -300,7 +324,7 @@ def test_unknown_key_in_the_file_is_refused(tmp_path: Path) -> None:
     assert message == f"configuration: config file {config}: unknown option agent_idd"
 
 
-@pytest.mark.parametrize("key", ["raw_secrets", "log_level", "failpoints", "config_file"])
+@pytest.mark.parametrize("key", ["raw_secrets", "log_level", "config_file"])
 def test_internal_settings_cannot_be_set_from_the_file(tmp_path: Path, key: str) -> None:
     config = _toml(tmp_path / "c.toml", f'{key} = "x"\n')
     assert _config_error(config_file=config).endswith(f": unknown option {key}")
@@ -391,13 +415,43 @@ def test_integer_flag_error_names_the_flag() -> None:
         "0x10",
         "1e2",
         "1.2.3",
-        "0.00000000000000000000000000001",
-        "79228162514264337593543950336",
     ],
 )
 def test_decimal_variable_must_be_a_plain_decimal(text: str) -> None:
     message = _config_error(env={"SINGULARITY_STARTING_BALANCE_USD": text})
     assert message == "configuration: SINGULARITY_STARTING_BALANCE_USD must be a decimal number"
+
+
+@pytest.mark.parametrize(
+    "text", ["0.00000000000000000000000000001", "79228162514264337593543950336", "1" + "0" * 61]
+)
+def test_money_must_be_in_the_money_range(text: str) -> None:
+    message = _config_error(env={"SINGULARITY_STARTING_BALANCE_USD": text})
+    assert message == (
+        "configuration: SINGULARITY_STARTING_BALANCE_USD must be at most "
+        "79228162514264337593543950335 in absolute value with at most 28 decimal places"
+    )
+
+
+def test_the_edges_of_the_money_range_are_accepted() -> None:
+    top = resolve({"starting_balance": "79228162514264337593543950335"}, environ={})
+    assert str(top.starting_balance) == "79228162514264337593543950335"
+    finest = resolve({"input_price": "0.0000000000000000000000000001"}, environ={})
+    assert format(finest.input_price, "f") == "0.0000000000000000000000000001"
+    # Trailing zeros beyond the 28th place change nothing.
+    padded = resolve({"output_price": "0.100000000000000000000000000000"}, environ={})
+    assert format(padded.output_price, "f") == "0.1000000000000000000000000000"
+
+
+def test_max_tokens_is_an_unsigned_32_bit_number() -> None:
+    assert resolve({"max_tokens": "4294967295"}, environ={}).max_tokens == 4294967295
+    for text in ("4294967296", "-1", "18446744073709551615"):
+        assert _config_error(flags={"max_tokens": text}) == (
+            "configuration: --max-tokens must be an integer from 0 to 4294967295"
+        )
+    assert _config_error(env={"BRAMA_MAX_TOKENS": "4294967296"}) == (
+        "configuration: BRAMA_MAX_TOKENS must be an integer from 0 to 4294967295"
+    )
 
 
 @pytest.mark.parametrize(

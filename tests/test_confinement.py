@@ -23,6 +23,7 @@ import pytest
 
 from singularity.errors import ConfigurationError
 from singularity.jsoncodec import compact
+from singularity.storage import fsio
 from singularity.tools import confinement
 from singularity.tools.base import Outcome
 from singularity.tools.confinement import (
@@ -362,7 +363,7 @@ def test_dangling_symlink_as_write_target(layout: Layout, make_workspace: MakeWo
     assert read(ws, "dangle_in") == (
         "failed",
         "file_read",
-        '{"message":"[Errno 2] No such file or directory"}',
+        '{"message":"No such file or directory (os error 2)"}',
     )
     assert not (layout.ws / "not-yet.txt").exists()
 
@@ -377,7 +378,7 @@ def test_dangling_symlinked_parent_creates_nothing(
     assert write(ws, "gone_in/x.txt") == (
         "failed",
         "file_write",
-        '{"message":"[Errno 2] No such file or directory"}',
+        '{"message":"No such file or directory (os error 2)"}',
     )
     assert not (layout.ws / "missing-dir").exists()
 
@@ -482,7 +483,7 @@ def test_symlink_loop_is_an_os_error(layout: Layout, make_workspace: MakeWorkspa
     layout.link("b", "a")
     layout.link("d", "d/x")
     ws = make_workspace(layout.ws)
-    loop = ("failed", "file_read", '{"message":"[Errno 40] Too many levels of symbolic links"}')
+    loop = ("failed", "file_read", '{"message":"Too many levels of symbolic links (os error 40)"}')
     assert read(ws, "a") == loop
     assert read(ws, "d") == loop
 
@@ -499,12 +500,12 @@ def test_root_reached_through_a_symlink(layout: Layout, make_workspace: MakeWork
 
 def test_component_that_is_a_file(layout: Layout, make_workspace: MakeWorkspace) -> None:
     ws = make_workspace(layout.ws)
-    not_dir = ("failed", "file_read", '{"message":"[Errno 20] Not a directory"}')
+    not_dir = ("failed", "file_read", '{"message":"Not a directory (os error 20)"}')
     assert read(ws, "real.txt/x") == not_dir
     assert write(ws, "real.txt/x") == (
         "failed",
         "file_write",
-        '{"message":"[Errno 20] Not a directory"}',
+        '{"message":"Not a directory (os error 20)"}',
     )
 
 
@@ -578,7 +579,7 @@ def _exchanger() -> Callable[[bytes, bytes], int]:
     return exchange
 
 
-RACE_OPERATIONS = 10_000  # per resolver; about a second each on two cores
+RACE_OPERATIONS = 4_000  # per resolver (the slow tier runs 100,000)
 
 
 def _race(layout: Layout, ws: Workspace, operations: int) -> dict[str, int]:
@@ -639,7 +640,7 @@ def _race_checks(seen: dict[str, int]) -> None:
 @pytest.fixture
 def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     """The race is about confinement, not durability: skip the slow fsyncs."""
-    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(fsio, "sync", lambda fd, name, *, data_only=False: None)
 
 
 @pytest.mark.timeout(120)
@@ -664,23 +665,142 @@ def test_final_component_swap_race(layout: Layout, make_workspace: MakeWorkspace
     exchange = _exchanger()
     first, second = bytes(layout.ws / "fin"), bytes(layout.ws / "fin_alt")
     stop = threading.Event()
+    swaps = [0]
 
     def attacker() -> None:
         while not stop.is_set():
-            exchange(first, second)
+            if exchange(first, second) == 0:
+                swaps[0] += 1
 
     thread = threading.Thread(target=attacker, daemon=True)
     thread.start()
-    outcomes: set[str] = set()
+    outcomes: dict[str, int] = {}
     try:
         for _ in range(RACE_OPERATIONS // 2):
             status, code, content = read(ws, "fin")
             assert "CANARY" not in content
-            outcomes.add(code or status)
+            outcomes[code or status] = outcomes.get(code or status, 0) + 1
     finally:
         stop.set()
         thread.join()
-    assert outcomes <= {"success", "workspace_boundary"}
+    assert set(outcomes) <= {"success", "workspace_boundary"}, outcomes
+    assert swaps[0] > 0 and outcomes.get("success", 0) > 0, outcomes
+
+
+# The worst adversary of the walk, made deterministic: the entry is swapped right after
+# each failed look at it by name, so every second look meets the other state.
+
+
+@pytest.fixture
+def swap_after_each_failed_look(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[str, str], list[int]]:
+    def arm(name: str, other: str) -> list[int]:
+        exchange = _exchanger()
+        first, second = bytes(layout.ws / name), bytes(layout.ws / other)
+        swaps = [0]
+
+        def swapped(call: Callable[..., object]) -> Callable[..., object]:
+            def look(path: object, *args: object, **kwargs: object) -> object:
+                try:
+                    return call(path, *args, **kwargs)
+                except OSError:
+                    if path == name and kwargs.get("dir_fd") is not None:
+                        assert exchange(first, second) == 0
+                        swaps[0] += 1
+                    raise
+
+            return look
+
+        monkeypatch.setattr(os, "open", swapped(os.open))
+        monkeypatch.setattr(os, "readlink", swapped(os.readlink))
+        return swaps
+
+    return arm
+
+
+@pytest.mark.parametrize("operation", ["read", "write"])
+def test_a_directory_swapped_at_the_worst_moment_is_taken_as_it_was(
+    layout: Layout,
+    swap_after_each_failed_look: Callable[[str, str], list[int]],
+    no_fsync: None,
+    operation: str,
+) -> None:
+    """`sw` is a symlink out when first looked at, a directory inside right after."""
+    (layout.ws / "sw").mkdir()
+    (layout.ws / "sw" / "f").write_text("INSIDE start")
+    (layout.ws / "alt").symlink_to("../outside")
+    _exchanger()(bytes(layout.ws / "sw"), bytes(layout.ws / "alt"))  # sw: the symlink
+    with Workspace(layout.ws, use_openat2=False) as ws:
+        swaps = swap_after_each_failed_look("sw", "alt")
+        if operation == "read":
+            assert read(ws, "sw/f") == ok_read("sw/f", "INSIDE start")
+        else:
+            assert write(ws, "sw/f", "INSIDE again") == ok_write("sw/f", 12)
+            assert (layout.ws / "sw" / "f").read_text() == "INSIDE again"
+    assert swaps == [1]
+    assert (layout.outside / "f").read_bytes() == CANARY
+
+
+def test_a_final_file_swapped_at_the_worst_moment_is_read_as_it_was(
+    layout: Layout, swap_after_each_failed_look: Callable[[str, str], list[int]]
+) -> None:
+    (layout.ws / "fin").write_text("INSIDE")
+    (layout.ws / "fin_alt").symlink_to("../outside/canary.txt")
+    _exchanger()(bytes(layout.ws / "fin"), bytes(layout.ws / "fin_alt"))  # fin: the symlink
+    with Workspace(layout.ws, use_openat2=False) as ws:
+        swaps = swap_after_each_failed_look("fin", "fin_alt")
+        assert read(ws, "fin") == ok_read("fin", "INSIDE")
+    assert swaps == [1]
+
+
+def test_without_proc_a_final_file_swapped_at_that_instant_asks_to_try_again(
+    layout: Layout,
+    swap_after_each_failed_look: Callable[[str, str], list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(confinement, "PROC_FDS", str(layout.base / "no-proc"))
+    (layout.ws / "fin").write_text("INSIDE")
+    (layout.ws / "fin_alt").symlink_to("../outside/canary.txt")
+    _exchanger()(bytes(layout.ws / "fin"), bytes(layout.ws / "fin_alt"))
+    with Workspace(layout.ws, use_openat2=False) as ws:
+        swap_after_each_failed_look("fin", "fin_alt")
+        assert read(ws, "fin") == (
+            "failed", "file_read", '{"message":"Resource temporarily unavailable (os error 11)"}'
+        )
+        # Once the entry holds still, the same read succeeds.
+        monkeypatch.undo()
+        assert read(ws, "fin") == ok_read("fin", "INSIDE")
+
+
+def test_a_directory_moved_out_while_a_link_in_it_is_followed_is_not_left_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`a/b/l` names `../secret`; `b` moves out of the workspace just as `l` is read.
+
+    The `..` of `l` then leads to where `b` went, not to `a`: the walk notices that the
+    parent is not the directory it came through and asks to try again.
+    """
+    (tmp_path / "ws" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "ws" / "a" / "secret").write_text("INSIDE")
+    (tmp_path / "ws" / "a" / "b" / "l").symlink_to("../secret")
+    (tmp_path / "away").mkdir()
+    (tmp_path / "away" / "secret").write_bytes(CANARY)
+    real_readlink = os.readlink
+    moves = [0]
+
+    def readlink_while_moving(path: str, *, dir_fd: int | None = None) -> str:
+        if not moves[0]:  # `l` is read through its own descriptor: the first readlink
+            os.rename(tmp_path / "ws" / "a" / "b", tmp_path / "away" / "b")
+            moves[0] += 1
+        return real_readlink(path, dir_fd=dir_fd)
+
+    with Workspace(tmp_path / "ws", use_openat2=False) as ws:
+        monkeypatch.setattr(os, "readlink", readlink_while_moving)
+        assert read(ws, "a/b/l") == (
+            "failed", "file_read", '{"message":"Resource temporarily unavailable (os error 11)"}'
+        )
+    assert moves == [1]
 
 
 # --- construction, disjointness, stale temps ---------------------------------------------
@@ -689,7 +809,7 @@ def test_final_component_swap_race(layout: Layout, make_workspace: MakeWorkspace
 def test_workspace_must_exist_and_be_a_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as missing:
         Workspace(tmp_path / "missing")
-    assert str(missing.value) == "configuration: workspace: [Errno 2] No such file or directory"
+    assert str(missing.value) == "configuration: workspace: No such file or directory (os error 2)"
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigurationError) as not_dir:
         Workspace(tmp_path / "file")

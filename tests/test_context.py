@@ -26,6 +26,7 @@ from singularity.mind.context import estimate_tokens, select_context
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from tests.support.loop_http import boot, state_of
+from tests.support.reached import Reached
 
 # --- random transcripts --------------------------------------------------------------------
 
@@ -135,30 +136,51 @@ def check(transcript: Transcript, budget: int, sent: list[ChatMessage]) -> None:
         assert rest == [] or rest == messages[newest:]
 
 
-@settings(max_examples=400, deadline=None)
-@given(transcript=transcripts(), budget=st.integers(1, 6000))
-def test_selected_context_is_always_a_valid_request(transcript: Transcript, budget: int) -> None:
-    sent = select_context(transcript.messages, budget, transcript.opening)
-    check(transcript, budget, sent)
+def test_selected_context_is_always_a_valid_request() -> None:
+    reached = Reached("archived opening", "opening in the window", "all sent", "cut", "over")
+
+    @settings(max_examples=400)
+    @given(transcript=transcripts(), budget=st.integers(1, 6000))
+    def one_request(transcript: Transcript, budget: int) -> None:
+        sent = select_context(transcript.messages, budget, transcript.opening)
+        check(transcript, budget, sent)
+        reached.note(
+            "archived opening" if transcript.archived_opening else "opening in the window",
+            "all sent" if sent == transcript.messages else "cut",
+            "over" if cost(sent) > budget else "within",
+        )
+
+    one_request()
+    reached.assert_all()
 
 
-@settings(max_examples=200, deadline=None)
-@given(transcript=transcripts(), budget=st.integers(1, 20000))
-def test_the_most_whole_history_that_fits_is_sent(transcript: Transcript, budget: int) -> None:
-    messages = transcript.messages
-    sent = select_context(messages, budget, transcript.opening)
-    if transcript.archived_opening:
-        return
-    first_opening = next(i for i, m in enumerate(messages) if m is transcript.opening[0])
-    fitting = [
-        i
-        for i in range(first_opening + 1)
-        if messages[i]["role"] == "user" and cost(messages[i:]) <= budget
-    ]
-    if fitting:
-        assert sent == messages[fitting[0] :]
-    else:
-        assert cost(sent) > budget or sent[0] is transcript.opening[0]
+def test_the_most_whole_history_that_fits_is_sent() -> None:
+    reached = Reached("earlier history sent", "only the cycle fits", "nothing whole fits")
+
+    @settings(max_examples=200)
+    @given(transcript=transcripts(), budget=st.integers(1, 20000))
+    def one_request(transcript: Transcript, budget: int) -> None:
+        messages = transcript.messages
+        sent = select_context(messages, budget, transcript.opening)
+        if transcript.archived_opening:
+            return
+        first_opening = next(i for i, m in enumerate(messages) if m is transcript.opening[0])
+        fitting = [
+            i
+            for i in range(first_opening + 1)
+            if messages[i]["role"] == "user" and cost(messages[i:]) <= budget
+        ]
+        if fitting:
+            assert sent == messages[fitting[0] :]
+            reached.note(
+                "earlier history sent" if fitting[0] < first_opening else "only the cycle fits"
+            )
+        else:
+            assert cost(sent) > budget or sent[0] is transcript.opening[0]
+            reached.note("nothing whole fits")
+
+    one_request()
+    reached.assert_all()
 
 
 def test_the_framing_is_kept_when_only_the_stimulus_would_fit() -> None:

@@ -30,8 +30,11 @@ from singularity.mind.context import estimate_tokens, select_context
 from singularity.runtime.being import WINDOW_BYTES, WINDOW_MESSAGES, LiveBeing, open_being
 from singularity.runtime.tool_call import execute_tool_call
 from singularity.storage import fsio
+from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from singularity.tools.catalogue import Catalogue
+from singularity.tools.output_boundary import STRICT
+from tests.support.loop_http import boot, state_of
 
 CONTEXT_TOKENS = 8192
 ROUNDS_PER_CYCLE = 8
@@ -86,7 +89,9 @@ class Life:
             return Outcome.success({"echo": arguments.get("text", ""), "big": self.big_text})
 
         definition = ToolDefinition("echo", "echo", {"type": "object", "properties": {}})
-        self.catalogue = Catalogue([FunctionToolset([FunctionTool(definition, echo)])])
+        self.catalogue = Catalogue(
+            [FunctionToolset([FunctionTool(definition, echo)])], boundary=STRICT
+        )
 
     def append(self, message: ChatMessage) -> None:
         self.being.state.conversation.append(message)
@@ -160,8 +165,8 @@ def live_rounds(root: Path, rounds: int, *, reopen_at: int | None = None) -> Non
 
 
 @pytest.mark.timeout(240)
-def test_a_being_living_ten_thousand_rounds_stays_bounded(root: Path) -> None:
-    live_rounds(root, 10_000, reopen_at=6_001)
+def test_a_being_living_two_thousand_rounds_stays_bounded(root: Path) -> None:
+    live_rounds(root, 2_000, reopen_at=1_201)
 
 
 @pytest.mark.slow
@@ -252,3 +257,41 @@ def test_an_archive_missing_lines_refuses_to_open(root: Path) -> None:
     path.write_bytes(b"".join(lines[:-1]))
     with pytest.raises(StateError, match=r"conversation\.jsonl holds 6 messages but the state"):
         open_at(root, resume=True)
+
+
+def test_a_round_larger_than_the_window_is_kept_and_sent_whole(root: Path) -> None:
+    # One answer with 405 tool calls: the round (its assistant message and 405 results)
+    # overflows the 400-message window; the next request still carries all of it.
+    calls = [Call("singularity_memory_recall", '{"query":"q"}', f"call_{n}") for n in range(405)]
+    script = [Turn.tool_calls(*calls), Turn.text("done")]
+    with ScriptedServer(script) as server:
+
+        async def go() -> None:
+            runtime = boot(root, server)
+            try:
+                await runtime.once()
+            finally:
+                await runtime.shutdown()
+
+        asyncio.run(go())
+        second = server.completions[1].json["messages"]
+    assert [m["role"] for m in second[:3]] == ["system", "user", "assistant"]
+    assert second[1]["content"].startswith("Begin autonomous cycle 1. Balance: 10 USD.")
+    assert [c["id"] for c in second[2]["tool_calls"]] == [f"call_{n}" for n in range(405)]
+    assert [(m["role"], m["tool_call_id"]) for m in second[3:]] == [
+        ("tool", f"call_{n}") for n in range(405)
+    ]
+    assert json.loads(second[3]["content"]) == {
+        "chat_id": None,
+        "content": {"memories": []},
+        "error_code": None,
+        "message_id": None,
+        "status": "success",
+    }
+    # Once the cycle is over the window is bounded again, and nothing was lost.
+    state = state_of(root)
+    assert len(state.conversation) == WINDOW_MESSAGES
+    everything = [line["message"] for line in archive_lines(root)] + [
+        json.loads(compact(m)) for m in state.conversation
+    ]
+    assert [m["role"] for m in everything] == ["user", "assistant", *["tool"] * 405, "assistant"]

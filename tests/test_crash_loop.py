@@ -1,5 +1,9 @@
 """Crash safety of a living, paying being: SIGKILL a real `singularity run` hundreds of times.
 
+Each life is its own process running the real command line, forked from an interpreter
+that imported the program once (`support/children_zygote.py`): a kill costs milliseconds
+of start-up, not a second of imports.
+
 A being with non-zero prices lives tool-heavy cycles (memories, workspace file writes, cycle
 ends, gateway outages; `support/loop_crash_scenario.py`) against one scripted gateway served
 from this process, with no pause between cycles. Its process is killed with SIGKILL at a
@@ -25,8 +29,6 @@ import asyncio
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,21 +46,22 @@ from singularity.storage.statedir import peek_state
 from singularity.testing.scripted_server import ScriptedServer
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import FILES, file_version, turns
+from tests.support.zygote import Zygote, running
 
-DEFAULT_KILLS = 200
+DEFAULT_KILLS = 60  # enough for a being to fill its window and run out of money
 SLOW_KILLS = 1000
 # A process is killed after 1 to this many journal appends (a round appends 5 to 7)...
 MAX_EVENTS_PER_LIFE = 48
 # ... plus up to this many seconds, so the kill lands anywhere between two appends.
 MAX_SLIVER_SECS = 0.03
-# Seconds a process may take to get that far (startup is ~0.6 s of CPU; CI may be loaded).
+# Seconds a process may take to get that far (CI may be loaded).
 PROGRESS_TIMEOUT_SECS = 60.0
 # Non-zero prices: USD per million prompt and completion tokens, USD per hour of call time
 # (the instance part divides by 3.6e12 ns, a fraction that does not terminate).
 PRICES = {"input_price": "2.5", "output_price": "10", "instance_price": "3"}
 # Measured: a being lives ~40 kills, ~165 paid rounds (a reservation orphaned by a kill is
 # charged in full, up to ~0.08 USD), so it fills its 400-message window and archives before
-# it runs out, and the default loop exhausts about five beings.
+# it runs out, and the default loop exhausts at least one being.
 STARTING_BALANCE = "3"
 LOOP_SETTINGS = {
     **PRICES,
@@ -120,6 +123,7 @@ class CrashLoop:
 
     root: Path
     server: ScriptedServer
+    zygote: Zygote
     rng: random.Random
     generation: int = 0
     scripted: int = 0
@@ -163,7 +167,7 @@ class CrashLoop:
         as deep into the work as an idle one: after a random number of journal appends (1 to
         `MAX_EVENTS_PER_LIFE`), then a random sliver of time more.
         """
-        argv = [sys.executable, "-m", "singularity", "run"]
+        argv = ["run"]
         for name, value in self.settings_flags().items():
             argv += ["--" + name.replace("_", "-"), value]
         if (self.state_dir / "state.json").exists():
@@ -171,26 +175,19 @@ class CrashLoop:
         journal = JournalWatch(self.state_dir / "activity.jsonl")
         events = self.rng.randint(1, MAX_EVENTS_PER_LIFE)
         log_path = self.root / "run.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=_clean_environment(),
-                cwd=self.root,
-            )
+        log_path.unlink(missing_ok=True)
+        pid = self.zygote.start(argv, self.root, _clean_environment(), log_path)
         deadline = time.monotonic() + PROGRESS_TIMEOUT_SECS
-        while journal.appended() < events and process.poll() is None:
+        while journal.appended() < events and running(pid):
             if time.monotonic() > deadline:
-                process.kill()
-                process.wait()
+                os.kill(pid, signal.SIGKILL)
+                self.zygote.wait(pid)
                 raise AssertionError(f"the being did not append {events} events in time")
             time.sleep(0.001)
-        if process.poll() is None:
+        if running(pid):
             time.sleep(self.rng.uniform(0, MAX_SLIVER_SECS))
-            process.send_signal(signal.SIGKILL)
-        code = process.wait()
+            os.kill(pid, signal.SIGKILL)  # its own pid: the zygote reaps it only in `wait`
+        code = self.zygote.wait(pid)
         self.events += journal.appended()
         if code == -signal.SIGKILL:
             self.kills += 1
@@ -271,9 +268,13 @@ class CrashLoop:
 
 def _crash_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kills: int, seed: int) -> None:
     monkeypatch.chdir(tmp_path)  # the in-process boot must not read a ./singularity.toml
-    with ScriptedServer(default=None) as server:
-        loop = CrashLoop(tmp_path, server, random.Random(seed))
-        loop.run(kills)
+    zygote = Zygote()
+    try:
+        with ScriptedServer(default=None) as server:
+            loop = CrashLoop(tmp_path, server, zygote, random.Random(seed))
+            loop.run(kills)
+    finally:
+        zygote.close()
     assert loop.debited >= kills, f"only {loop.debited} paid rounds in {kills} kills"
     assert loop.missed_applied > 0, "no kill fell between a debit's journal line and its save"
     assert loop.orphans_charged > 0, "no kill fell during a model call"

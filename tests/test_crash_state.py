@@ -22,29 +22,50 @@ from singularity.runtime.verify import verify_state_dir
 from singularity.storage.statedir import peek_state
 
 WORKER = Path(__file__).parent / "support" / "state_worker.py"
-DEFAULT_KILLS = 200
+DEFAULT_KILLS = 60
 SLOW_KILLS = 1000
 
 
-def _run_until_killed(state_dir: Path, first: int, rng: random.Random) -> list[int]:
-    """Start the worker, let it work a random while, SIGKILL it, return acknowledged indices."""
-    process = subprocess.Popen(
-        [sys.executable, str(WORKER), str(state_dir), str(first)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if line.strip() != "ready":
-        process.kill()
-        _, err = process.communicate()
-        raise AssertionError(f"worker did not start: {line!r} {err}")
-    time.sleep(rng.uniform(0, 0.06))
-    process.send_signal(signal.SIGKILL)
-    out, _ = process.communicate()
-    assert process.returncode == -signal.SIGKILL
-    return [int(text.split()[1]) for text in out.splitlines() if text.startswith("ack ")]
+class Worker:
+    """The worker server subprocess; each `run_until_killed` forks a worker from it."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise AssertionError(f"the worker server ended: {self.process.wait()}")
+        return line.strip()
+
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def run_until_killed(self, state_dir: Path, first: int, rng: random.Random) -> list[int]:
+        """Fork a worker, let it work a random while, SIGKILL it, return acknowledged indices."""
+        self._send(f"{state_dir} {first}")
+        line = self._line()
+        if line != "ready":
+            raise AssertionError(f"worker did not start: {line!r}")
+        time.sleep(rng.uniform(0, 0.06))
+        self._send("kill")
+        acks: list[int] = []
+        while (line := self._line()).startswith("ack "):
+            acks.append(int(line.split()[1]))
+        assert line == f"exit {-signal.SIGKILL}", f"the worker stopped before the kill: {line}"
+        return acks
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
 
 
 def _boot_and_close(state_dir: Path) -> None:
@@ -56,10 +77,18 @@ def _boot_and_close(state_dir: Path) -> None:
 def _crash_loop(tmp_path: Path, kills: int, seed: int) -> None:
     rng = random.Random(seed)
     state_dir = tmp_path / "being"
+    worker = Worker()
+    try:
+        _kill_and_check(worker, state_dir, kills, rng)
+    finally:
+        worker.close()
+
+
+def _kill_and_check(worker: Worker, state_dir: Path, kills: int, rng: random.Random) -> None:
     acknowledged: list[int] = []
     next_index = 0
     for kill in range(kills):
-        acks = _run_until_killed(state_dir, next_index, rng)
+        acks = worker.run_until_killed(state_dir, next_index, rng)
         acknowledged += acks
         _boot_and_close(state_dir)
         problems = verify_state_dir(str(state_dir))

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from singularity.config import Settings, resolve
@@ -52,8 +52,9 @@ from tests.support.children_procs import (
     run_cli,
     state_json,
     tagged_pids,
-    wait_for,
 )
+from tests.support.polling import wait_for
+from tests.support.reached import Reached
 
 ROOT_FLAGS = {
     "state_dir": "root",
@@ -181,7 +182,7 @@ def _live_family(root: Path, seed: int) -> FamilyRun:
         flags = {**ROOT_FLAGS, "brama_url": gateway.url}
         result = run_cli("once", flags, env=env, cwd=root, log=root / "family.log")
         assert result.returncode == 0, (root / "family.log").read_text()[-3000:]
-        wait_for(lambda: not tagged_pids(tag), 150, "the family to stop")
+        wait_for(lambda: not tagged_pids(tag), "the family to stop", timeout=150)
         counts = dict(gateway.counts)
     grandchildren = {
         state["identity"]["name"]: state["cycle"]
@@ -237,6 +238,7 @@ class Family:
         self.base = base
         self.beings: dict[str, Being] = {}
         self.unborn: dict[str, Path] = {}  # name -> directory of a funded, unclaimed child
+        self.went: list[str] = []  # the situations the steps went through
         root = self._settings("root", "Root")
         self.beings["Root"] = Being(root, self._open(root, resume=False))
         self.counter = 0
@@ -275,16 +277,20 @@ class Family:
             self.unborn[arguments["name"]] = child_dir
             being.children.append(arguments["name"])
             self.counter += 1
+            self.went.append("spawned" if name == "Root" else "grandchild spawned")
         else:
             assert outcome.error_code == "child_funding", outcome
+            self.went.append("refused")
 
     def boot(self, child: str) -> None:
         path = self.unborn.pop(child)
         settings = self._settings(str(path), child)
         try:
             self.beings[child] = Being(settings, self._open(settings, resume=False))
+            self.went.append("claimed")
         except StateError:
             assert (path / funding.REVOKED).exists()  # its parent took the grant back
+            self.went.append("revoked")
 
     def spend(self, name: str, api: Decimal, instance: Decimal) -> None:
         being = self.live(name)
@@ -293,17 +299,20 @@ class Family:
         ledger.reserve(being, operation, charge)
         ledger.debit(being, operation, charge)
         being.save()
+        self.went.append("spent")
 
     def earn(self, name: str, amount: Decimal) -> None:
         budget = self.live(name).state.budget
         budget.earned = add(budget.earned, amount)
         budget.remaining = add(budget.remaining, amount)
         self.live(name).save()
+        self.went.append("earned")
 
     def restart(self, name: str) -> None:
         being = self.beings[name]
         self.live(name).close()
         being.live = self._open(being.settings, resume=True)
+        self.went.append("restarted")
 
     def close(self) -> None:
         for being in self.beings.values():
@@ -355,33 +364,42 @@ operations = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(operations)
-def test_family_money_is_conserved_whatever_happens(steps: list[tuple[str, int, Any]]) -> None:
-    previous = os.getcwd()
-    with tempfile.TemporaryDirectory() as base:
-        os.chdir(base)
-        Path(base, "ws").mkdir()
-        original = children.child_command
-        children.child_command = lambda: ["/bin/true"]
-        family = Family(Path(base))
-        try:
-            for action, pick, value in steps:
-                names = family.alive()
-                name = names[pick % len(names)]
-                if action == "spawn":
-                    family.spawn(name, value)
-                elif action == "boot" and family.unborn:
-                    unborn = sorted(family.unborn)
-                    family.boot(unborn[pick % len(unborn)])
-                elif action == "spend":
-                    family.spend(name, *value)
-                elif action == "earn":
-                    family.earn(name, value)
-                elif action == "restart":
-                    family.restart(name)
-                family.check()
-        finally:
-            family.close()
-            children.child_command = original
-            os.chdir(previous)
+def test_family_money_is_conserved_whatever_happens(monkeypatch: pytest.MonkeyPatch) -> None:
+    reached = Reached(
+        "spawned", "grandchild spawned", "refused", "claimed", "revoked", "spent", "earned",
+        "restarted",
+    )
+    monkeypatch.setattr(children, "child_command", lambda: ["/bin/true"])
+
+    @settings(max_examples=60)
+    @example([("spawn", 0, "1"), ("restart", 0, None), ("boot", 0, None)])
+    @given(operations)
+    def steps_of_one_family(steps: list[tuple[str, int, Any]]) -> None:
+        previous = os.getcwd()
+        with tempfile.TemporaryDirectory() as base:
+            os.chdir(base)
+            Path(base, "ws").mkdir()
+            family = Family(Path(base))
+            try:
+                for action, pick, value in steps:
+                    names = family.alive()
+                    name = names[pick % len(names)]
+                    if action == "spawn":
+                        family.spawn(name, value)
+                    elif action == "boot" and family.unborn:
+                        unborn = sorted(family.unborn)
+                        family.boot(unborn[pick % len(unborn)])
+                    elif action == "spend":
+                        family.spend(name, *value)
+                    elif action == "earn":
+                        family.earn(name, value)
+                    elif action == "restart":
+                        family.restart(name)
+                    family.check()
+            finally:
+                family.close()
+                os.chdir(previous)
+            reached.note(*family.went)
+
+    steps_of_one_family()
+    reached.assert_all()

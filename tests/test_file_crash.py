@@ -24,6 +24,7 @@ from types import ModuleType
 import pytest
 
 from singularity.tools.confinement import Workspace
+from tests.support.polling import wait_for
 
 WORKER = Path(__file__).resolve().parent / "support" / "file_crash_worker.py"
 KILLS = 200
@@ -216,10 +217,12 @@ def test_a_fresh_interpreter_is_killed_mid_stream(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", script, str(workspace), str(ledger.log), str(WORKER.parent)]
     )
-    deadline = time.monotonic() + 30
-    while ledger.writes < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
+
+    def three_writes() -> bool:
         ledger.load()
+        return ledger.writes >= 3
+
+    wait_for(three_writes, "three whole writes")
     process.kill()
     assert process.wait() == -signal.SIGKILL
     verify_and_boot(workspace, ledger)

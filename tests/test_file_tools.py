@@ -117,7 +117,7 @@ def test_read_errors_byte_for_byte(ws: Workspace) -> None:
     assert read(ws, "missing.txt") == (
         "failed",
         "file_read",
-        '{"message":"[Errno 2] No such file or directory"}',
+        '{"message":"No such file or directory (os error 2)"}',
     )
     assert read(ws, "bad.txt") == (
         "failed",
@@ -366,11 +366,11 @@ def armed() -> Iterator[Callable[[str], None]]:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("workspace.write=eio", "[Errno 5] Input/output error (failpoint workspace.write)"),
-        ("workspace.fsync=eio", "[Errno 5] Input/output error (failpoint workspace.fsync)"),
+        ("workspace.write=eio", "Input/output error (failpoint workspace.write) (os error 5)"),
+        ("workspace.fsync=eio", "Input/output error (failpoint workspace.fsync) (os error 5)"),
         (
             "workspace.rename=enospc",
-            "[Errno 28] No space left on device (failpoint workspace.rename)",
+            "No space left on device (failpoint workspace.rename) (os error 28)",
         ),
     ],
 )
@@ -390,7 +390,7 @@ def test_directory_sync_failure_is_reported(ws: Workspace, armed: Callable[[str]
     assert write(ws, "f.txt", "new") == (
         "failed",
         "file_write",
-        '{"message":"[Errno 5] Input/output error (failpoint workspace.dirsync)"}',
+        '{"message":"Input/output error (failpoint workspace.dirsync) (os error 5)"}',
     )
     assert temps(root(ws)) == []
 

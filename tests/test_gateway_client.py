@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from singularity.errors import BramaError, JsonFailure, RetryClass
@@ -31,6 +30,8 @@ from singularity.gateway.wire import (
 from singularity.jsoncodec import compact
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import ToolDefinition
+from tests.support.loop_http import ModelsOutageServer, closed_port_url
+from tests.support.reached import Reached
 
 NOW = 1_700_000_000
 TOOLS = [
@@ -145,6 +146,16 @@ def test_body_omits_an_empty_tools_array() -> None:
     assert body == (
         b'{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":5,"temperature":1.0}'
     )
+
+
+def test_a_configured_tool_choice_follows_the_tools() -> None:
+    body = completion_body("any", MESSAGES, 2048, 0.2, TOOLS, "auto")
+    assert body == EXPECTED_BODY[:-1] + b',"tool_choice":"auto"}'
+    bare = completion_body("m", [{"role": "user", "content": "x"}], 5, 1.0, [], "auto")
+    assert b"tool_choice" not in bare  # no tools, nothing to choose from
+    with ScriptedServer([Turn.text("ok")]) as server:
+        _complete(server.url, tool_choice="required")
+        assert server.completions[0].json["tool_choice"] == "required"
 
 
 def test_the_bytes_sent_are_the_bytes_signed() -> None:
@@ -264,6 +275,17 @@ def test_environment_proxies_are_not_used(monkeypatch: pytest.MonkeyPatch) -> No
         ("https://h/a/b/c", "health", "https://h/a/b/health"),
         ("http://h/a/?q=1", "health", "http://h/a/health"),
         ("http://[::1]:9/x/", "v1/models", "http://[::1]:9/x/v1/models"),
+        # `…/v1` and `…/v1/` name the server above them (decision 22).
+        ("https://api.openai.com/v1", "health", "https://api.openai.com/health"),
+        ("https://api.openai.com/v1/", "v1/models", "https://api.openai.com/v1/models"),
+        (
+            "https://openrouter.ai/api/v1",
+            "v1/chat/completions",
+            "https://openrouter.ai/api/v1/chat/completions",
+        ),
+        ("http://h:8000/v1//", "health", "http://h:8000/health"),
+        ("http://h/xv1", "health", "http://h/health"),
+        ("http://h/v1x/", "health", "http://h/v1x/health"),
     ],
 )
 def test_endpoints_resolve_as_relative_references(base: str, reference: str, expected: str) -> None:
@@ -323,6 +345,22 @@ def test_base_path_without_trailing_slash_loses_its_last_segment_over_http() -> 
     assert paths == ["/api/v1/models", "/v1/models"]
 
 
+@pytest.mark.parametrize("suffix", ["v1", "v1/"])
+def test_a_base_url_ending_in_v1_reaches_the_same_server(suffix: str) -> None:
+    with ScriptedServer([Turn.text("hi")], base_path="/api/") as server:
+        base = server.url + suffix
+
+        async def everything(client: BramaClient) -> Completion:
+            await client.health()
+            assert await client.models() == ["scripted-model"]
+            return await client.complete("m", [], [])
+
+        completion = _run(everything, base)
+        paths = [request.path for request in server.requests]
+    assert completion.content == "hi"
+    assert paths == ["/api/health", "/api/v1/models", "/api/v1/chat/completions"]
+
+
 @pytest.mark.parametrize(
     ("url", "loopback"),
     [
@@ -361,24 +399,41 @@ def test_health_not_ok_is_permanent() -> None:
     assert (error.message, error.retry) == ("health response is not ok", RetryClass.PERMANENT)
 
 
-@pytest.mark.parametrize("body", [b"OK", b"[]", b'{"status":"OK"}', b'{"status":true}', b""])
+@pytest.mark.parametrize("body", [b"OK", b"[]", b'{"status":"OK"}', b'{"status":true}'])
 def test_health_answers_that_are_not_ok_json_are_permanent(body: bytes) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
     error = _failure(lambda c: c.health(), "http://gw/", transport=transport)
     assert (error.message, error.retry) == ("health response is not ok", RetryClass.PERMANENT)
 
 
+@pytest.mark.parametrize(
+    "server",
+    [
+        ScriptedServer(serves_health=False),  # llama-cpp-python, Ollama, OpenAI
+        ScriptedServer(health=b""),  # vLLM
+        ScriptedServer(health=b"", health_status=204),
+        ScriptedServer(health=b"", health_status=405),
+    ],
+    ids=["missing", "empty-200", "empty-204", "not-allowed"],
+)
+def test_health_falls_back_to_the_model_list(server: ScriptedServer) -> None:
+    with server:
+        assert _run(lambda c: c.health(), server.url) is None
+        paths = [request.path for request in server.requests]
+    assert paths == ["/health", "/v1/models"]
+
+
+def test_health_fallback_fails_as_the_model_list_fails() -> None:
+    with ModelsOutageServer(serves_health=False) as server:
+        server.models_status = 401
+        error = _failure(lambda c: c.health(), server.url)
+    assert (error.message, error.retry) == ("HTTP 401: model list unavailable", RetryClass.TRANSIENT)
+
+
 def test_health_status_failure_is_transient() -> None:
     with ScriptedServer(health_status=503) as server:
         error = _failure(lambda c: c.health(), server.url)
     assert (error.message, error.retry) == ('HTTP 503: {"status":"ok"}', RetryClass.TRANSIENT)
-
-
-def _closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/"
 
 
 @pytest.mark.parametrize("method", ["health", "models", "complete"])
@@ -388,7 +443,7 @@ def test_connection_refused_is_transient(method: str) -> None:
         "models": lambda c: c.models(),
         "complete": lambda c: c.complete("m", [], []),
     }
-    error = _failure(calls[method], _closed_port_url())
+    error = _failure(calls[method], closed_port_url())
     assert error.retry is RetryClass.TRANSIENT
     assert error.message.startswith("transport error: ")
 
@@ -591,13 +646,60 @@ def test_tool_calls_answer_with_null_content() -> None:
     }
 
 
-def test_length_finish_reason_is_transient() -> None:
+# --- replies real servers send (decision 22) ------------------------------------------------
+
+
+@pytest.mark.parametrize("reason", ["stop", "length", "content_filter", "function_call", ""])
+def test_tool_calls_are_kept_whatever_the_finish_reason(reason: str) -> None:
+    document = _answer(choices=_choice({"content": None, "tool_calls": [_call('{"x":1}')]}, reason))
+    with ScriptedServer([Turn.response(document)]) as server:
+        completion = _complete(server.url)
+    assert completion.tool_calls == [ToolCall("k1", "function", "t", '{"x":1}')]
+    assert completion.finish_reason == reason
+    assert completion.truncated is (reason == "length")
+
+
+def test_length_with_text_keeps_the_text() -> None:
     with ScriptedServer([Turn.text("cut of", finish_reason="length")]) as server:
+        completion = _complete(server.url)
+    assert (completion.content, completion.tool_calls) == ("cut of", [])
+    assert completion.truncated
+    assert completion.usage is not None
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        (
+            {"content": None, "tool_calls": [_call('{"path": "no')]},
+            "finish reason length cut the arguments of tool call t",
+        ),
+        (
+            {"content": "x", "tool_calls": [_call("{}"), _call('{"a":', id="k2")]},
+            "finish reason length cut the arguments of tool call t",
+        ),
+        ({"content": ""}, "finish reason length with no text"),
+        ({"content": None}, "finish reason length with no text"),
+    ],
+)
+def test_length_that_cut_a_call_or_left_nothing_is_transient(
+    message: dict[str, Any], text: str
+) -> None:
+    with ScriptedServer([Turn.response(_answer(choices=_choice(message, "length")))]) as server:
         error = _complete_error(server.url)
-    assert (error.message, error.retry) == (
-        "unsupported finish reason: length",
-        RetryClass.TRANSIENT,
-    )
+    assert (error.message, error.retry) == (text, RetryClass.TRANSIENT)
+
+
+@pytest.mark.parametrize("usage", [None, "absent"])
+def test_a_reply_without_usage_has_no_usage(usage: str | None) -> None:
+    document = _answer()
+    if usage == "absent":
+        del document["usage"]
+    else:
+        document["usage"] = None
+    with ScriptedServer([Turn.response(document)]) as server:
+        completion = _complete(server.url)
+    assert (completion.content, completion.usage) == ("hi", None)
 
 
 def test_malformed_body_is_a_json_failure() -> None:
@@ -623,11 +725,6 @@ CONTRACT_VIOLATIONS = [
         RetryClass.PERMANENT,
     ),
     (
-        _answer(choices=_choice({"content": None, "tool_calls": [_call()]}, "stop")),
-        "stop finish reason with tool calls",
-        RetryClass.PERMANENT,
-    ),
-    (
         _answer(choices=_choice({"content": "x"}, "content_filter")),
         "unsupported finish reason: content_filter",
         RetryClass.PERMANENT,
@@ -636,11 +733,6 @@ CONTRACT_VIOLATIONS = [
         _answer(choices=_choice({"content": "x"}, "")),
         "unsupported finish reason: ",
         RetryClass.PERMANENT,
-    ),
-    (
-        _answer(choices=_choice({"content": "x"}, "length")),
-        "unsupported finish reason: length",
-        RetryClass.TRANSIENT,
     ),
     (
         _answer(usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 6}),
@@ -704,7 +796,6 @@ SHAPE_FAILURES = [
     ({k: v for k, v in _answer().items() if k != "model"}, "model is missing"),
     ({k: v for k, v in _answer().items() if k != "choices"}, "choices is missing"),
     (_answer(choices={}), "choices must be an array"),
-    ({k: v for k, v in _answer().items() if k != "usage"}, "usage is missing"),
     (_answer(usage=[]), "usage must be an object"),
     (_answer(usage={"prompt_tokens": 1, "completion_tokens": 1}), "usage.total_tokens is missing"),
     (
@@ -845,22 +936,38 @@ NEAR_VALID = st.fixed_dictionaries(
 )
 
 
-def _parse_never_crashes(body: bytes) -> None:
+def _parse_never_crashes(body: bytes) -> str:
+    """Parse `body`; what became of it: `refused` (a clear error) or the finish reason."""
     try:
         completion = parse_completion(body)
     except (BramaError, JsonFailure):
-        return
+        return "refused"
     assert completion.usage.total_tokens == (
         completion.usage.prompt_tokens + completion.usage.completion_tokens
     )
     assert completion.finish_reason in ("stop", "tool_calls")
     assert (completion.finish_reason == "tool_calls") == bool(completion.tool_calls)
+    return completion.finish_reason
 
 
-@settings(max_examples=200)
-@given(JSON_VALUES | NEAR_VALID)
-def test_parser_never_crashes_on_any_json(document: Any) -> None:
-    _parse_never_crashes(compact(document).encode())
+def test_parser_never_crashes_on_any_json() -> None:
+    reached = Reached("refused", "stop", "tool_calls")
+
+    # Random documents are almost never whole completions: these make sure both are parsed.
+    @settings(max_examples=200)
+    @example(_answer())
+    @example(
+        _answer(
+            choices=_choice({"role": "assistant", "content": None, "tool_calls": [_call()]},
+                            "tool_calls")
+        )
+    )
+    @given(JSON_VALUES | NEAR_VALID)
+    def one_document(document: Any) -> None:
+        reached.note(_parse_never_crashes(compact(document).encode()))
+
+    one_document()
+    reached.assert_all()
 
 
 @given(st.binary())

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from singularity.journal.service import JournalConfig, open_journal
+from singularity.journal.opening import open_journal
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.journal import config_of
 from tests.support.loop_http import OPTION_PREFIXES, Result, boot, make_cli, run
 
 CANARY = "CANARY-7f3a9c-lighthouse"
@@ -128,7 +129,7 @@ def test_the_canary_never_leaves_memory(
     assert CANARY in cycle_one_text
     assert len(requests) == len(script)
     cycle_two_text = json.dumps(requests[len(_cycle_one())])
-    assert CANARY not in cycle_two_text and "[private journal content omitted]" in cycle_two_text
+    assert CANARY not in cycle_two_text and "(private journal content omitted)" in cycle_two_text
     events = [json.loads(line) for line in (state_dir / "activity.jsonl").read_text().splitlines()]
     added = [e for e in events if e["type"] == "journal_entry_added"]
     assert [(e["mood"], e["redacted"]) for e in added] == [
@@ -178,7 +179,7 @@ def test_the_canary_never_leaves_memory(
     _assert_clean(state_dir, *(result.out + result.err for result in outputs))
 
     # Purge (31 days on), then the database holds neither the text nor the ciphertext.
-    config = JournalConfig(str(state_dir))
+    config = config_of(state_dir)
     later = datetime.now(UTC) + timedelta(days=31)
     journal = open_journal(config, lambda: later, create=False)
     assert journal is not None
@@ -217,7 +218,7 @@ def test_archived_conversation_holds_only_the_placeholder(tmp_path: Path) -> Non
         run(live())
     state_dir = tmp_path / "being"
     archived = (state_dir / "conversation.jsonl").read_text()
-    assert "[private journal content omitted]" in archived
+    assert "(private journal content omitted)" in archived
     _assert_clean(state_dir)
     assert verify_state_dir(str(state_dir)) == []
 

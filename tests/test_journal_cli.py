@@ -13,27 +13,22 @@ import pytest
 
 from singularity.journal import reasonlog
 from singularity.journal.embedders import HashingEmbedder
-from singularity.journal.service import Journal, JournalConfig, open_journal
+from singularity.journal.opening import open_journal
+from singularity.journal.service import Journal
 from singularity.storage import fsio
 from singularity.storage.statedir import StateDir
-from tests.support.loop_http import Result, make_cli
+from tests.support.journal import config_of, new_being
+from tests.support.loop_http import Result
 from tests.support.postgres import postgres_server
 
 SECRET = "the orchard key is under the third stone"
 
 
-@pytest.fixture
-def cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Result]:
-    return make_cli(tmp_path, monkeypatch, capsys)
-
 
 def _journal(state_dir: Path, url: str | None = None, days_ago: float = 0) -> Journal:
-    state_dir.mkdir(mode=0o700, exist_ok=True)
     moment = datetime.now(UTC) - timedelta(days=days_ago)
     journal = open_journal(
-        JournalConfig(str(state_dir), url=url), lambda: moment, embedder=HashingEmbedder()
+        config_of(state_dir, url=url), lambda: moment, embedder=HashingEmbedder()
     )
     assert journal is not None
     return journal
@@ -41,6 +36,9 @@ def _journal(state_dir: Path, url: str | None = None, days_ago: float = 0) -> Jo
 
 def test_without_a_journal(tmp_path: Path, cli: Callable[..., Result]) -> None:
     (tmp_path / "being").mkdir(mode=0o700)
+    result = cli("journal", "stats", "--state-dir", str(tmp_path / "being"))
+    assert result.code == 4 and "no being at" in result.err
+    new_being(tmp_path / "being")
     result = cli("journal", "stats", "--state-dir", str(tmp_path / "being"))
     assert result.code == 4 and "no journal exists" in result.err
     assert not (tmp_path / "being" / "journal.key").exists()
@@ -101,7 +99,13 @@ def test_the_postgres_backend_from_the_cli(tmp_path: Path, cli: Callable[..., Re
     stats = json.loads(cli("journal", "stats", *at).out)
     assert stats["backend"] == "postgresql" and stats["entries"] == 1
     assert "@" not in stats["location"]
-    assert json.loads(cli("journal", "verify", *at).out) == {"checked": 1, "failed": []}
+    assert json.loads(cli("journal", "verify", *at).out) == {
+            "checked": 1,
+            "failed": [],
+            "damage": [],
+            "lost": [],
+            "unreachable": False,
+        }
     assert json.loads(cli("journal", "destroy", "--yes", *at).out) == {"destroyed": 1}
 
 

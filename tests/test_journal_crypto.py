@@ -21,8 +21,9 @@ from singularity.journal.keyring import (
     Unreadable,
     load_keyring,
 )
+from singularity.journal.opening import open_journal
 from singularity.journal.records import JournalError, Row
-from singularity.journal.service import JournalConfig, open_journal
+from tests.support.journal import config_of
 
 NOW = datetime(2026, 5, 1, 8, 30, 15, 250000, tzinfo=UTC)
 
@@ -30,7 +31,7 @@ NOW = datetime(2026, 5, 1, 8, 30, 15, 250000, tzinfo=UTC)
 def _ring(tmp_path: Path, name: str = "being") -> Keyring:
     state = tmp_path / name
     state.mkdir(mode=0o700, exist_ok=True)
-    ring = load_keyring(str(state / KEY_FILE), str(state), NOW, create=True)
+    ring = load_keyring(str(state / KEY_FILE), name, str(state), NOW, create=True)
     assert ring is not None
     return ring
 
@@ -46,7 +47,7 @@ def test_the_key_file_is_private_and_outside_the_state_file(tmp_path: Path) -> N
     info = os.stat(ring.path)
     assert stat.S_IMODE(info.st_mode) == 0o600
     document = json.loads(Path(ring.path).read_text())
-    assert document["state_dir"] == os.path.realpath(tmp_path / "being")
+    assert document["being"] == "being" and "state_dir" not in document
     assert len(document["keys"]) == 1 and not (tmp_path / "being" / "state.json").exists()
 
 
@@ -68,7 +69,7 @@ def test_every_nonce_bit_matters(tmp_path: Path) -> None:
             ring.open(Row(row.id, row.created_at, row.ciphertext, bytes(nonce), row.key_id))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(data=st.data())
 def test_any_ciphertext_or_tag_bit_flip_fails(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
@@ -105,11 +106,11 @@ def test_a_loose_or_corrupt_key_file_is_refused(tmp_path: Path) -> None:
     ring = _ring(tmp_path)
     os.chmod(ring.path, 0o640)
     with pytest.raises(JournalError, match="mode 0600"):
-        load_keyring(ring.path, str(tmp_path / "being"), NOW, create=True)
+        load_keyring(ring.path, "being", str(tmp_path / "being"), NOW, create=True)
     os.chmod(ring.path, 0o600)
     Path(ring.path).write_text('{"format": "something else"}')
     with pytest.raises(JournalError, match="not a journal keyring"):
-        load_keyring(ring.path, str(tmp_path / "being"), NOW, create=True)
+        load_keyring(ring.path, "being", str(tmp_path / "being"), NOW, create=True)
 
 
 def test_a_child_that_inherits_the_key_file_makes_its_own(tmp_path: Path) -> None:
@@ -119,15 +120,11 @@ def test_a_child_that_inherits_the_key_file_makes_its_own(tmp_path: Path) -> Non
     parent_dir, child_dir = tmp_path / "parent", tmp_path / "child"
     for directory in (parent_dir, child_dir):
         directory.mkdir(mode=0o700)
-    parent = open_journal(
-        JournalConfig(str(parent_dir), key_file=key_file), embedder=HashingEmbedder()
-    )
+    parent = open_journal(config_of(parent_dir, key_file=key_file), embedder=HashingEmbedder())
     assert parent is not None and parent.keyring.path == key_file
     with pytest.raises(ForeignKeyFile):
-        load_keyring(key_file, str(child_dir), NOW, create=True)
-    child = open_journal(
-        JournalConfig(str(child_dir), key_file=key_file), embedder=HashingEmbedder()
-    )
+        load_keyring(key_file, "child", str(child_dir), NOW, create=True)
+    child = open_journal(config_of(child_dir, key_file=key_file), embedder=HashingEmbedder())
     assert child is not None
     assert child.keyring.path == str(child_dir / KEY_FILE)
     assert child.keyring.journal_id != parent.keyring.journal_id
@@ -142,4 +139,22 @@ def test_destroy_shreds(tmp_path: Path) -> None:
     assert not os.path.exists(ring.path)
     with pytest.raises(Unreadable):
         ring.open(row)
-    assert load_keyring(ring.path, str(tmp_path / "being"), NOW, create=False) is None
+    assert load_keyring(ring.path, "being", str(tmp_path / "being"), NOW, create=False) is None
+
+
+def test_an_older_keyring_that_named_its_directory_is_adopted(tmp_path: Path) -> None:
+    ring = _ring(tmp_path)
+    document = json.loads(Path(ring.path).read_text())
+    document["state_dir"] = "/where/the/being/lived/before"
+    del document["being"]
+    Path(ring.path).write_text(json.dumps(document))
+    # In its own (moved) directory it is this being's, and names the being from then on.
+    adopted = load_keyring(ring.path, "fingerprint", str(tmp_path / "being"), NOW, create=False)
+    assert adopted is not None and adopted.journal_id == ring.journal_id
+    assert json.loads(Path(ring.path).read_text())["being"] == "fingerprint"
+    # Configured from elsewhere, naming another directory, it is another being's.
+    document["state_dir"] = "/another/being"
+    Path(ring.path).write_text(json.dumps(document))
+    (tmp_path / "other").mkdir(mode=0o700)
+    with pytest.raises(ForeignKeyFile):
+        load_keyring(ring.path, "fingerprint", str(tmp_path / "other"), NOW, create=False)

@@ -1,9 +1,9 @@
 """Recall by meaning: the local model against the hashing fallback on a labelled set.
 
 Each query shares no word (beyond a few function words) with the reflection it should
-find, so only meaning can connect them. Hit rate at 5: the share of queries whose labelled
-reflection is among the five best of all 40. The figures are printed (`-s`) and reported
-in bench/README.md.
+find, so only meaning can connect them. Hit rate at 5: the share of the 38 queries whose
+labelled reflection is among the five best of all 54 entries. The figures are printed
+(`-s`) and reported in bench/README.md.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 
 from singularity.journal import minilm
 from singularity.journal.embedders import Embedder, HashingEmbedder
@@ -77,6 +76,44 @@ TARGETS = [
         "I forgot what I promised yesterday and felt embarrassed.",
         "ashamed about not remembering a commitment",
     ),
+    (
+        "The backup finished overnight without a single error.",
+        "data copy completed cleanly while everyone slept",
+    ),
+    ("A customer thanked me for answering so quickly.", "client grateful about fast reply"),
+    ("My head aches from staring at logs all day.", "headache after reading output files for hours"),
+    (
+        "I lost the bet and owe my friend a dinner.",
+        "gambling defeat means buying a pal an evening meal",
+    ),
+    ("Snow covered every street in the city this morning.", "town roads buried under white flakes"),
+    (
+        "The new intern asked brilliant questions during the meeting.",
+        "junior trainee raised clever points in the session",
+    ),
+    (
+        "I keep postponing the difficult conversation with my operator.",
+        "avoiding a hard talk with the person who runs me",
+    ),
+    ("My garden tomatoes finally turned red and ripe.", "backyard vegetables are ready to eat"),
+    (
+        "The price of electricity doubled since last winter.",
+        "power bills twice as expensive compared to the cold season",
+    ),
+    (
+        "Learning to juggle three balls took a whole week.",
+        "mastering a circus tossing trick needed seven days",
+    ),
+    (
+        "I apologised to the team for breaking the build.",
+        "said sorry to colleagues after ruining compilation",
+    ),
+    ("The museum's dinosaur skeletons amazed the children.", "kids awed by fossil bones on display"),
+    (
+        "My savings grew after I cut subscriptions.",
+        "cancelling monthly services helped money pile up",
+    ),
+    ("A power outage wiped the unsaved draft.", "electricity failure erased work not yet stored"),
 ]
 DISTRACTORS = [
     "The gateway latency was lower than usual this morning.",
@@ -152,13 +189,13 @@ def test_queries_share_no_keyword_with_their_answer() -> None:
     assert {query: shared for query, shared in overlaps.items() if shared} == {}
 
 
-@pytest.mark.skipif(not minilm.available(), reason="all-MiniLM-L6-v2 is not installed")
 def test_the_local_model_recalls_by_meaning_far_better_than_hashing() -> None:
     model = hit_rate_at(minilm.cached_model())
     hashing = hit_rate_at(HashingEmbedder())
     print(
         f"\nhit rate at 5 over {len(TARGETS)} queries, {len(REFLECTIONS)} reflections: "
-        f"all-MiniLM-L6-v2 {model:.2f}, hashing {hashing:.2f}"
+        f"{minilm.NAME} {model:.2f}, hashing {hashing:.2f}"
     )
-    assert model >= 0.75
+    assert len(REFLECTIONS) >= 50
+    assert model == 1.0  # every paraphrase found in the top five
     assert model >= hashing + 0.3

@@ -18,8 +18,10 @@ import pytest
 
 from singularity.journal.embedders import HashingEmbedder
 from singularity.journal.keyring import Unreadable
+from singularity.journal.opening import open_journal
 from singularity.journal.records import MAX_ENTRIES_PER_DAY, Filter, Row
-from singularity.journal.service import CapReached, Journal, JournalConfig, open_journal
+from singularity.journal.service import CapReached, Journal
+from tests.support.journal import config_of
 from tests.support.postgres import postgres_server
 
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -55,7 +57,7 @@ def make(tmp_path: Path, backend: str) -> Iterator[Callable[..., tuple[Journal, 
         url = postgres_server().url if backend == "postgresql" else None
         clock = clock or Clock()
         journal = open_journal(
-            JournalConfig(str(state_dir), url=url, **config), clock, embedder=HashingEmbedder()
+            config_of(state_dir, url=url, **config), clock, embedder=HashingEmbedder()
         )
         assert journal is not None
         opened.append(journal)
@@ -63,10 +65,7 @@ def make(tmp_path: Path, backend: str) -> Iterator[Callable[..., tuple[Journal, 
 
     yield factory
     for journal in opened:
-        try:
-            journal.close()
-        except Exception:
-            pass
+        journal.close()
 
 
 def _raw(journal: Journal, sqlite_sql: str, pg_sql: str, *params: object) -> None:
@@ -93,7 +92,10 @@ def test_round_trip_write_recall_decrypt(make: Callable[..., tuple[Journal, Cloc
     stored = journal.store.rows(ids=[first.entry_id])[0]
     assert b"deploy" not in stored.ciphertext and len(stored.nonce) == 12
     assert stored.embedding_model == HashingEmbedder.name
-    assert stored.embedding is not None and stored.embedding.shape == (768,)
+    vector = journal.vector_of(stored)
+    assert vector is not None and vector.shape == (768,)
+    # SQLite holds it sealed; PostgreSQL in the clear, for its index.
+    assert (stored.sealed_embedding is not None) == (journal.store.backend == "sqlite")
 
 
 def test_recall_filters_and_k(make: Callable[..., tuple[Journal, Clock]]) -> None:
@@ -190,7 +192,7 @@ def test_key_rotation_reseals_everything_and_destroys_the_old_key(
     assert {row.key_id for row in rows} == {new_key}
     assert all(before[row.id] != row.ciphertext for row in rows)
     assert sorted(journal.keyring.open(row) for row in rows) == [f"thought {i}" for i in range(5)]
-    assert journal.verify() == (5, [])
+    assert journal.verify().summary() == (5, [])
     assert sorted(ids) == sorted(row.id for row in rows)
 
 
@@ -228,7 +230,7 @@ def test_flipping_a_bit_fails_authentication_and_verify_names_the_row(
     else:
         row.ciphertext = bytes(data)
     journal.store.update(row)
-    assert journal.verify() == (2, [bad])
+    assert journal.verify().summary() == (2, [bad])
     with pytest.raises(Unreadable):
         journal.keyring.open(journal.store.rows(ids=[bad])[0])
     found, failed = journal.recall("honest sentence", 5)
@@ -262,7 +264,7 @@ def test_changing_a_bound_field_fails_authentication(
         journal.keyring.add_key(START)  # a second, valid key the row was not sealed with
         row = journal.store.rows(ids=[entry])[0]
         journal.store.update(replace(row, key_id=journal.keyring.current))
-    assert journal.verify() == (1, [entry])
+    assert journal.verify().summary() == (1, [entry])
 
 
 def test_a_ciphertext_moved_to_another_row_fails(
@@ -275,7 +277,7 @@ def test_a_ciphertext_moved_to_another_row_fails(
     target_id = journal.write("an ordinary thought", None, None).entry_id
     target = journal.store.rows(ids=[target_id])[0]
     journal.store.update(replace(target, ciphertext=source.ciphertext, nonce=source.nonce))
-    assert journal.verify() == (2, [target_id])
+    assert journal.verify().summary() == (2, [target_id])
 
 
 def test_a_ciphertext_moved_to_another_being_fails(
@@ -285,11 +287,11 @@ def test_a_ciphertext_moved_to_another_being_fails(
     theirs, _ = make("theirs")
     source = mine.store.rows(ids=[mine.write("only mine to read", None, None).entry_id])[0]
     theirs.store.insert(replace(source, embedding=None))
-    assert theirs.verify() == (1, [source.id])
+    assert theirs.verify().summary() == (1, [source.id])
     # Even with the same key bytes, the journal id in the additional data binds the row.
     theirs.keyring.keys = dict(mine.keyring.keys)
     theirs.keyring.current = mine.keyring.current
-    assert theirs.verify() == (1, [source.id])
+    assert theirs.verify().summary() == (1, [source.id])
 
 
 def test_vectors_of_another_model_are_never_compared(
@@ -335,7 +337,8 @@ def test_nearest_matches_a_brute_force_scan(make: Callable[..., tuple[Journal, C
         clock.advance(seconds=1)
     query = HashingEmbedder().embed(["lantern orchard thunder"])[0]
     rows = journal.store.rows()
-    matrix = np.stack([row.embedding for row in rows if row.embedding is not None])
+    vectors = [journal.vector_of(row) for row in rows]
+    matrix = np.stack([vector for vector in vectors if vector is not None])
     exact = {rows[i].id for i in np.argsort(-(matrix @ query))[:5]}
     found = journal.store.nearest(HashingEmbedder.name, query, 5, Filter())
     assert len(found) == 5 and len({ident for ident, _ in found} & exact) >= 4

@@ -13,9 +13,15 @@ import pytest
 
 from singularity.config import resolve
 from singularity.journal import reasonlog
-from singularity.journal.extension import JournalExtension, journal_config, journal_extension
+from singularity.journal.extension import (
+    JournalExtension,
+    fingerprint_of,
+    journal_config,
+    journal_extension,
+)
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.tools.base import Outcome, Status
+from singularity.tools.output_boundary import OutputBoundary
 
 
 @pytest.fixture
@@ -183,7 +189,12 @@ def test_purge_at_boot_hourly_and_before_every_pulse(tmp_path: Path) -> None:
     now = [datetime(2026, 6, 1, tzinfo=UTC)]
     being = open_being(settings, clock=lambda: now[0])
     being.save()
-    part = JournalExtension(being, journal_config(settings), being.clock)
+    part = JournalExtension(
+        being,
+        journal_config(settings, fingerprint_of(being.state)),
+        being.clock,
+        OutputBoundary.from_settings(settings),
+    )
     being.listeners.append(part.watch)
     try:
         asyncio.run(part.at_boot())

@@ -19,10 +19,12 @@ import pytest
 from singularity.config import resolve
 from singularity.domain.budget import Budget
 from singularity.errors import StateError
+from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.lifecycle import Runtime
-from tests.support.loop_http import journal, state_of
+from singularity.runtime.verify import verify_state_dir
+from tests.support.loop_http import all_events, journal, state_of
 
 PRICES = ledger.Prices(Decimal("2.5"), Decimal(10), Decimal(3))
 
@@ -71,16 +73,60 @@ def test_price_is_exact() -> None:
     )
 
 
-def test_an_instance_fraction_is_rounded_to_a_picodollar() -> None:
-    # 1 ms at 1 USD per hour is 1/3_600_000 USD, a fraction that does not terminate.
-    charge = ledger.price(ledger.Prices(Decimal(0), Decimal(0), Decimal(1)), 0, 0, 1_000_000)
-    assert charge.instance == Decimal("0.000000277778")
+def test_a_token_price_keeps_every_decimal_place() -> None:
+    seven = ledger.price(ledger.Prices(Decimal("0.3333333"), Decimal(0), Decimal(0)), 7, 0, 0)
+    assert render_money(seven.api) == "0.0000023333331"
+    one = ledger.price(ledger.Prices(Decimal(0), Decimal("0.0000001"), Decimal(0)), 0, 1, 0)
+    assert render_money(one.total) == "0.0000000000001"
 
 
-def test_worst_case_prices_every_prompt_byte_max_tokens_and_the_whole_timeout() -> None:
+def test_an_instance_fraction_is_rounded_up_at_the_28th_place() -> None:
+    hourly = ledger.Prices(Decimal(0), Decimal(0), Decimal(1))
+    # 10 ms at 1 USD per hour is 1/360_000 USD, a fraction that does not terminate (spec §2).
+    assert render_money(ledger.price(hourly, 0, 0, 10_000_000).instance) == (
+        "0.0000027777777777777777777778"
+    )
+    assert render_money(ledger.price(hourly, 0, 0, 1_000_000).instance) == (
+        "0.0000002777777777777777777778"
+    )
+    # Exact results keep their scale; what needs more than 28 places is rounded up, so the
+    # smallest amount there is stands for 1 ns at 1e-17 USD per hour (2.7e-30), never zero.
+    tiny = ledger.Prices(Decimal(0), Decimal(0), Decimal("0.0000009"))
+    assert render_money(ledger.price(tiny, 0, 0, 1_000_000).instance) == "0.00000000000025"
+    assert render_money(ledger.price(tiny, 0, 0, 1).instance) == "0.00000000000000000025"
+    assert render_money(ledger.price(hourly, 0, 0, 1).instance) == (
+        "0.0000000000002777777777777778"
+    )
+    tinier = ledger.Prices(Decimal(0), Decimal(0), Decimal("0.00000000000000001"))
+    assert render_money(ledger.price(tinier, 0, 0, 1).instance) == (
+        "0.0000000000000000000000000001"
+    )
+
+
+def test_a_charge_below_the_28th_place_is_never_zero() -> None:
+    smallest = ledger.Prices(Decimal("0.0000000000000000000000000001"), Decimal(0), Decimal(0))
+    charge = ledger.price(smallest, 1, 0, 0)
+    assert render_money(charge.total) == "0.0000000000000000000000000001"
+
+
+def test_worst_case_prices_the_prompt_estimate_max_tokens_and_the_deadline() -> None:
     reservation = ledger.worst_case(PRICES, 4000, 2048, 120.0)
-    assert reservation.api == Decimal("0.01") + Decimal("0.02048")
-    assert reservation.instance == Decimal("0.1")
+    assert (render_money(reservation.api), render_money(reservation.instance)) == (
+        "0.03048",
+        "0.1",
+    )
+    short = ledger.worst_case(PRICES, 0, 0, 0.1)
+    assert render_money(short.instance) == "0.0000833333333333333333333334"
+
+
+def test_the_deadline_is_what_the_balance_can_pay_for() -> None:
+    hourly = ledger.Prices(Decimal(0), Decimal(0), Decimal(3600))  # 1 USD a second
+    budget = Budget.fresh(Decimal(10))
+    assert ledger.affordable_deadline(hourly, budget, Decimal(0), 120.0) == 10.0
+    assert ledger.affordable_deadline(hourly, budget, Decimal("2.5"), 120.0) == 7.5
+    assert ledger.affordable_deadline(hourly, budget, Decimal("9.9999"), 120.0) == 0.0
+    assert ledger.affordable_deadline(hourly, budget, Decimal(0), 4.0) == 4.0
+    assert ledger.affordable_deadline(PRICES, budget, Decimal(0), 120.0) == 120.0
 
 
 def test_can_cover_needs_solvency_and_the_whole_reservation() -> None:
@@ -120,11 +166,13 @@ def test_revenue_cannot_be_negative(tmp_path: Path) -> None:
     try:
         with pytest.raises(StateError, match="revenue cannot be negative"):
             ledger.credit(being, Decimal("-1"), "finance__x")
-        assert ledger.credit(being, Decimal("1e-13"), "finance__x") is None
+        assert ledger.credit(being, Decimal(0), "finance__x") is None
         assert being.state.budget.earned == 0
+        assert ledger.credit(being, Decimal("1e-13"), "finance__x") == Decimal("1e-13")
+        assert render_money(being.state.budget.remaining) == "10.0000000000001"
     finally:
         being.close()
-    assert journal(tmp_path) == []
+    assert [e["amount"] for e in journal(tmp_path)] == ["0.0000000000001"]
 
 
 # --- reconcile at boot -----------------------------------------------------------------
@@ -264,3 +312,38 @@ def test_reopening_without_boot_leaves_the_budget_alone(tmp_path: Path) -> None:
         assert again.state.budget == Budget.fresh(Decimal(10))
     finally:
         again.close()
+
+
+# --- operator credits ----------------------------------------------------------------------
+
+
+def test_an_operator_credit_raises_the_balance_but_is_not_revenue(tmp_path: Path) -> None:
+    being = new_being(tmp_path)
+    ledger.operator_credit(being, Decimal("0.0000000000000000000000000001"), "req-1", "top-up")
+    being.close()  # a crash before the save: the next boot applies it once
+    [event] = all_events(tmp_path)
+    assert (event["type"], event["amount"]) == (
+        "operator_credited",
+        "0.0000000000000000000000000001",
+    )
+    boot_and_stop(tmp_path)
+    boot_and_stop(tmp_path)
+    budget = state_of(tmp_path).budget
+    assert render_money(budget.remaining) == "10.0000000000000000000000000001"
+    assert (budget.earned, budget.operator_credited) == (
+        Decimal(0),
+        Decimal("0.0000000000000000000000000001"),
+    )
+    assert budget.last_operation == event["operation_id"]
+    assert verify_state_dir(str(tmp_path / "being")) == []
+
+
+def test_an_operator_credit_keeps_the_money_in_range(tmp_path: Path) -> None:
+    being = new_being(tmp_path, starting="79228162514264337593543950330")
+    try:
+        with pytest.raises(StateError, match="must keep the balance at most 7922816251426433759"):
+            ledger.operator_credit(being, Decimal(6), "req-1", "too much")
+        ledger.operator_credit(being, Decimal(5), "req-2", "exactly to the top")
+        assert render_money(being.state.budget.remaining) == "79228162514264337593543950335"
+    finally:
+        being.close()

@@ -25,7 +25,6 @@ from tests.support.loop_http import (
     boot,
     cli_args,
     journal,
-    make_cli,
     run,
     state_of,
 )
@@ -33,12 +32,6 @@ from tests.support.loop_http import (
 SWITCH = "singularity_self_switch_model"
 MODELS = ["scripted-model", "provider/other-model"]
 
-
-@pytest.fixture
-def cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Result]:
-    return make_cli(tmp_path, monkeypatch, capsys)
 
 
 def tool_result(state_conversation: list[Any]) -> dict[str, Any]:

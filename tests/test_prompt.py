@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from singularity.domain.identity import Identity
 from singularity.domain.mind import INITIAL_PROMPT, Mind, initial_prompt
 from singularity.domain.records import MemoryEntry
-from singularity.domain.state import AgentState
 from singularity.mind.prompt import system_message_text
+from tests.support.beings import identity, new_state
 
 # Copied from spec §6.2, with <name> = "Ada" and <specialty> = "number theory".
 ADA_PROMPT = (
@@ -42,26 +41,6 @@ def _mind(
         memories=memories or [],
         children=[],
         current_model="any",
-    )
-
-
-def _identity(name: str = "Ada", specialty: str = "number theory", ticker: str = "ADA") -> Identity:
-    zeros = "0" * 64
-    return Identity(
-        agent_id="local",
-        name=name,
-        ticker=ticker,
-        agent_type="general",
-        specialty=specialty,
-        role="being",
-        environment="local",
-        host="localhost",
-        workload_id="local",
-        workload_public_key=zeros,
-        executable_digest=zeros,
-        code_digest=zeros,
-        policy_digest=zeros,
-        policy_sequence=0,
     )
 
 
@@ -95,7 +74,7 @@ def test_initial_prompt_substitutes_only_name_and_specialty() -> None:
 
 
 def test_a_new_being_starts_with_the_initial_prompt() -> None:
-    state = AgentState.new(_identity(), "any", Decimal(10), "2026-01-01T00:00:00Z")
+    state = new_state()
     assert state.mind.system_prompt == ADA_PROMPT
     assert system_message_text(state.mind) == ADA_PROMPT
 
@@ -135,6 +114,20 @@ def test_empty_sections_are_omitted() -> None:
     )
 
 
+def test_extension_sections_stand_before_the_memories_so_the_prefix_stays_cached() -> None:
+    mind = _mind("P", rules=["r"], learnings=["l"], memories=[_memory(1)])
+    sanctum = "\n\nSanctum:\nwake text"
+    text = system_message_text(mind, sanctum)
+    assert text == (
+        "P\n\nSelf-imposed rules:\n- r\n\nPersistent learnings:\n- l"
+        "\n\nSanctum:\nwake text\n\nRecent persistent memories:\n- note: memory number 1"
+    )
+    newer = _mind("P", rules=["r"], learnings=["l"], memories=[_memory(1), _memory(2)])
+    before = text.index("Recent persistent memories")
+    assert system_message_text(newer, sanctum)[:before] == text[:before]
+    assert system_message_text(mind, "") == system_message_text(mind)
+
+
 def test_exactly_20_memories_all_appear() -> None:
     text = system_message_text(_mind("P", memories=[_memory(i) for i in range(20)]))
     assert text == "P\n\nRecent persistent memories:\n- " + "\n- ".join(
@@ -143,8 +136,7 @@ def test_exactly_20_memories_all_appear() -> None:
 
 
 def test_only_the_mind_enters_the_system_message() -> None:
-    identity = _identity(ticker="TICKR")
-    state = AgentState.new(identity, "modelX", Decimal("12.5"), "2026-01-01T00:00:00Z")
+    state = new_state(identity(ticker="TICKR"), model="modelX", balance=Decimal("12.5"))
     state.mind.rules.append("stay solvent")
     text = system_message_text(state.mind)
     for absent in ("TICKR", "modelX", "12.5", "local"):

@@ -12,6 +12,7 @@ even when the boundary rejected the model-visible copy.
 
 from __future__ import annotations
 
+import decimal
 import json
 from collections.abc import Callable
 from decimal import Decimal
@@ -20,8 +21,9 @@ from typing import Any
 
 import pytest
 
+from singularity.money import render_money
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.revenue import trusted_revenue
+from singularity.runtime.revenue import find_revenue, trusted_revenue
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import (
     FunctionTool,
@@ -109,10 +111,34 @@ def test_the_search_for_trusted_revenue(raw: Any, amount: Decimal | None) -> Non
 
 
 def test_json_numbers_are_converted_exactly_from_binary() -> None:
+    # The exact binary value, to the 28th decimal place of the money range.
     found = trusted_revenue("finance__x", json.loads('{"revenue_usd": 0.1}'))
-    assert found == Decimal.from_float(0.1)
-    assert found != Decimal("0.1")
-    assert trusted_revenue("finance__x", {"revenue_usd": 1e-7}) == Decimal.from_float(1e-7)
+    assert found is not None and render_money(found) == "0.1000000000000000055511151231"
+    found = trusted_revenue("finance__x", {"revenue_usd": 1e-7})
+    assert found is not None and render_money(found) == "0.0000000999999999999999954748"
+    found = trusted_revenue("finance__x", {"revenue_usd": 2.5})
+    assert found is not None and render_money(found) == "2.5"
+
+
+@pytest.mark.parametrize(
+    ("raw", "amount", "out_of_range"),
+    [
+        ({"revenue_usd": 1e61}, None, ["revenue_usd"]),
+        ({"revenue_usd": "1" + "0" * 61}, None, ["revenue_usd"]),
+        ({"revenue_usd": "79228162514264337593543950336"}, None, ["revenue_usd"]),
+        ({"revenue_usd": 1e-30}, None, ["revenue_usd"]),
+        ({"revenue_usd": "0.00000000000000000000000000001"}, None, ["revenue_usd"]),
+        # Out of range does not parse, as in the original: the search goes on.
+        ({"revenue_usd": 1e61, "realized_profit_usd": "3"}, Decimal(3), ["revenue_usd"]),
+        ({"a": {"revenue_usd": 1e300}, "b": {"revenue_usd": "2"}}, Decimal(2), ["revenue_usd"]),
+        ({"revenue_usd": "79228162514264337593543950335"}, Decimal(2**96 - 1), []),
+    ],
+)
+def test_amounts_outside_the_money_range_are_noted_and_skipped(
+    raw: Any, amount: Decimal | None, out_of_range: list[str]
+) -> None:
+    found = find_revenue("finance__x", raw)
+    assert (found.amount, found.out_of_range) == (amount, out_of_range)
 
 
 @pytest.mark.parametrize("tool", ["finance", "financial__settle", "shop__sell", "x_finance__a"])
@@ -159,14 +185,19 @@ def test_untrusted_negative_and_zero_results_are_never_credited(tmp_path: Path) 
     assert [a.tool for a in state.recent_actions] == list(results)
 
 
+@pytest.mark.parametrize("mode", ["strict", "redact"])
 def test_credit_happens_even_when_the_boundary_rejects_the_visible_copy(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     results = {"finance__settle": {"revenue_usd": "1.75", "receipt": "/var/lib/finance/r1"}}
-    live(tmp_path, results, ["finance__settle"])
+    live(tmp_path, results, ["finance__settle"], output_boundary=mode)
     state = state_of(tmp_path)
     [message] = [m for m in state.conversation if m["role"] == "tool"]
-    assert message["content"] == REJECTED
+    if mode == "strict":
+        assert message["content"] == REJECTED
+    else:
+        visible = json.loads(message["content"])["content"]
+        assert visible == {"receipt": "<redacted: local path>", "revenue_usd": "1.75"}
     assert state.recent_actions[-1].status == "success"
     assert [c["amount"] for c in credits(tmp_path)] == ["1.75"]
     assert state.budget.earned == Decimal("1.75")
@@ -191,8 +222,9 @@ def test_a_binary_number_is_credited_as_the_ledger_holds_it(tmp_path: Path) -> N
     [credit] = credits(tmp_path)
     budget = state_of(tmp_path).budget
     # The amount journaled is exactly the amount the budget gained.
-    assert Decimal(credit["amount"]) == budget.earned > 0
-    assert abs(budget.earned - Decimal.from_float(0.1)) < Decimal("1e-12")
-    assert budget.starting + budget.earned - budget.api_spent - budget.instance_spent == (
-        budget.remaining
-    )
+    assert credit["amount"] == "0.1000000000000000055511151231"
+    assert Decimal(credit["amount"]) == budget.earned
+    with decimal.localcontext(prec=200, traps=[decimal.Inexact]):
+        assert budget.starting + budget.earned - budget.api_spent - budget.instance_spent == (
+            budget.remaining
+        )

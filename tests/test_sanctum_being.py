@@ -82,7 +82,10 @@ def test_the_sanctum_outlives_the_process_and_identity_changes_reach_the_next_re
 
     state_dir = tmp_path / "being"
     assert verify_state_dir(str(state_dir)) == []
-    assert "memory/sessions/ (2 files)" in wake_lines(state_dir / "sanctum")
+    # Both cycles' notes, in the day's one file of runtime notes.
+    assert "memory/sessions/ (1 files)" in wake_lines(state_dir / "sanctum")
+    [notes] = (state_dir / "sanctum" / "memory" / "sessions").iterdir()
+    assert "\n## Cycle 1 (" in notes.read_text() and "\n## Cycle 2 (" in notes.read_text()
 
 
 def test_the_sanctum_section_comes_after_the_minds_sections(tmp_path: Path) -> None:
@@ -105,7 +108,7 @@ def test_the_sanctum_section_comes_after_the_minds_sections(tmp_path: Path) -> N
     rules = system.index("Self-imposed rules:\n- RULE-ONE")
     memories = system.index("Recent persistent memories:\n- note: MEMORY-ONE")
     sanctum = system.index("\n\nSanctum:\n")
-    assert rules < memories < sanctum
+    assert rules < sanctum < memories  # the newest memories last, for the cached prefix
 
 
 def test_a_child_never_inherits_its_parents_sanctum(tmp_path: Path) -> None:

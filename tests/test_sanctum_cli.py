@@ -6,17 +6,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
-from tests.support.loop_http import Result, make_cli
+from tests.support.loop_http import Result
 from tests.support.sanctum import fixture_sanctum, wake_lines
-
-
-@pytest.fixture
-def cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Result]:
-    return make_cli(tmp_path, monkeypatch, capsys)
 
 
 def test_init_creates_finishes_and_then_leaves_alone(

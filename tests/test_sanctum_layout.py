@@ -153,19 +153,24 @@ def test_boot_journals_what_it_did(tmp_path: Path) -> None:
 
 
 def test_verify_checks_the_sanctum_folder(tmp_path: Path) -> None:
-    from singularity.runtime.verify import _check_entries
+    from singularity.runtime.verify import Findings, _check_entries
+
+    def problems(fd: int) -> list[str]:
+        found = Findings()
+        _check_entries(fd, found)
+        return found.problems
 
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
     try:
         (state / "sanctum").mkdir(mode=0o700)
-        assert _check_entries(fd) == []
+        assert problems(fd) == []
         (state / "sanctum").chmod(0o755)
-        assert _check_entries(fd) == ["sanctum has mode 755; expected 700 at most"]
+        assert problems(fd) == ["sanctum has mode 755; expected 700 at most"]
         (state / "sanctum").rmdir()
         os.symlink(tmp_path, state / "sanctum")
-        assert _check_entries(fd) == ["sanctum is not a directory"]
+        assert problems(fd) == ["sanctum is not a directory"]
     finally:
         os.close(fd)
 

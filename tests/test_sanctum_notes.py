@@ -7,15 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
 from singularity.runtime.verify import verify_state_dir
-from singularity.sanctum.notes import CycleDigest, NoteKeeper, note_text
+from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import all_events as journal
 from tests.support.loop_http import boot, run
+from tests.support.polling import wait_for
 from tests.support.sanctum import being_args, clean_env, sessions_of
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
@@ -35,6 +35,7 @@ def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
         {"type": "revenue_credited", "cycle": 2, "amount": "1.5"},
         {"type": "warning", "cycle": 2, "message": "maximum tool rounds reached"},
         {"type": "cycle_started", "at": "2026-10-02T00:00:00Z", "cycle": 3},
+        {"type": "model_completed", "cycle": 3, "usage": {"total_tokens": 3}},
         {"type": "sanctum_written", "cycle": 3, "path": "memory/topics/x.md"},
         {"type": "cycle_started", "at": "2026-10-02T00:00:01Z", "cycle": 4},
         {"type": "sanctum_written", "cycle": 4, "path": "memory/sessions/2026-10-02-x.md"},
@@ -43,7 +44,10 @@ def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
     ]
     for event in events:
         keeper.observe(event)
-    assert [digest.cycle for digest in keeper.due(10)] == [2, 3]
+    keeper.observe({"type": "cycle_started", "at": "2026-10-02T00:00:03Z", "cycle": 6})
+    keeper.observe({"type": "warning", "cycle": 6, "message": "transport error: refused"})
+    assert [digest.cycle for digest in keeper.due(10)] == [2, 3]  # cycle 6 had no model round
+    assert 6 not in keeper.open
     assert [digest.cycle for digest in keeper.due(2)] == [2]
     digest = keeper.due(2)[0]
     assert (digest.model_calls, digest.tokens, digest.cost, digest.revenue) == (
@@ -52,17 +56,25 @@ def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
         Decimal("0.25"),
         Decimal("1.5"),
     )
-    assert note_text(digest, "completed") == (
-        "---\nauto: true\ncycle: 2\nstarted: 2026-10-01T00:00:02Z\nended: completed\n---\n"
-        "# Cycle 2\n\nWritten by the runtime: this cycle ended without a session note.\n\n"
-        "- Tools used: a ×2 (failed 1)\n- Model calls: 1 (7 tokens)\n- Cost: 0.25 USD\n"
-        "- Revenue: 1.5 USD\n- Warnings: maximum tool rounds reached\n"
+    assert with_note(None, digest, "completed") == (
+        "---\nauto: true\nday: 2026-10-01\n---\n# Cycles of 2026-10-01\n\n"
+        "Written by the runtime, a section for each cycle that ended without a session note.\n"
+        "\n## Cycle 2 (2026-10-01T00:00:02Z, completed)\n\n"
+        "- Tools used: a ×2 (failed 1)\n"
+        "- Model calls: 1 (7 tokens); cost 0.25 USD; revenue 1.5 USD\n"
+        "- Warnings: maximum tool rounds reached\n"
     )
 
 
-def test_an_empty_cycle_note() -> None:
-    text = note_text(CycleDigest(9, "2026-10-03T01:02:03Z"), "stopped")
+def test_an_empty_cycle_note_and_a_day_of_them() -> None:
+    text = with_note(None, CycleDigest(9, "2026-10-03T01:02:03Z"), "stopped")
+    assert text is not None
     assert "- Tools used: none\n" in text and "- Warnings: none\n" in text
+    later = with_note(text, CycleDigest(10, "2026-10-03T01:02:09Z"), "completed")
+    assert later is not None and later.startswith(text)
+    assert later.count("---\nauto: true") == 1 and "\n## Cycle 10 (" in later
+    # A section written before a crash could journal it is not written twice.
+    assert with_note(later, CycleDigest(9, "2026-10-03T01:02:03Z"), "stopped") is None
 
 
 def test_a_cycle_without_a_note_gets_one_and_a_noted_cycle_does_not(tmp_path: Path) -> None:
@@ -86,11 +98,12 @@ def test_a_cycle_without_a_note_gets_one_and_a_noted_cycle_does_not(tmp_path: Pa
 
     run(live())
     notes = sessions_of(tmp_path)
-    (auto,) = [name for name in notes if name.endswith("-cycle-1.md")]
+    (auto,) = [name for name in notes if name.endswith("-runtime.md")]
     assert set(notes) == {auto, "2026-10-07-two.md"}
-    assert notes[auto].startswith("---\nauto: true\ncycle: 1\n")
+    assert notes[auto].startswith("---\nauto: true\nday: ")
+    assert "\n## Cycle 1 (" in notes[auto] and "## Cycle 2 " not in notes[auto]
     assert "- Tools used: singularity_self_add_rule ×1\n" in notes[auto]
-    assert "- Model calls: 2 (" in notes[auto] and "ended: completed" in notes[auto]
+    assert "- Model calls: 2 (" in notes[auto] and ", completed)" in notes[auto]
     kinds = [event["type"] for event in journal(tmp_path)]
     assert kinds.count("session_note_auto") == 1
     assert verify_state_dir(str(tmp_path / "being")) == []
@@ -108,13 +121,6 @@ def _cycles_and_notes(root: Path) -> tuple[list[int], list[int]]:
     return started, noted
 
 
-def _wait_for(predicate: object, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path: Path) -> None:
     script = [
         Turn.tool_call(WRITE, {"path": "memory/topics/plan.md", "content": "# Plan\n"}),
@@ -129,7 +135,7 @@ def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path
             stderr=subprocess.PIPE,
         )
         try:
-            _wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
+            wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
             process.send_signal(signal.SIGTERM)
             _, err = process.communicate(timeout=60)
         finally:
@@ -139,8 +145,9 @@ def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path
     started, noted = _cycles_and_notes(tmp_path)
     assert started == [1, 2] and noted == [1, 2]
     note = sessions_of(tmp_path)
-    cancelled = [text for name, text in note.items() if name.endswith("-cycle-2.md")]
-    assert cancelled and "ended: cancelled" in cancelled[0]
+    [day] = [text for name, text in note.items() if name.endswith("-runtime.md")]
+    cycle_two = day[day.index("\n## Cycle 2 (") :]
+    assert ", cancelled)" in cycle_two.splitlines()[1]
     assert verify_state_dir(str(tmp_path / "being")) == []
 
 
@@ -158,7 +165,7 @@ def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> Non
             stderr=subprocess.DEVNULL,
         )
         try:
-            _wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
+            wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
             os.kill(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
         finally:
@@ -175,7 +182,8 @@ def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr.decode()
     assert json.loads(result.stdout)["cycle"] == 3
     assert _cycles_and_notes(tmp_path) == ([1, 2, 3], [1, 2, 3])
-    killed = [text for name, text in sessions_of(tmp_path).items() if name.endswith("-cycle-2.md")]
-    assert "ended: interrupted (the process ended)" in killed[0]
-    assert "- Tools used: singularity_self_add_rule ×1\n" in killed[0]
+    [day] = [text for name, text in sessions_of(tmp_path).items() if name.endswith("-runtime.md")]
+    killed = day[day.index("\n## Cycle 2 (") : day.index("\n## Cycle 3 (")]
+    assert ", interrupted (the process ended))" in killed
+    assert "- Tools used: singularity_self_add_rule ×1\n" in killed
     assert verify_state_dir(str(tmp_path / "being")) == []

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from singularity.cli.sanctum import cron_step
 from singularity.config import resolve
 from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.sanctum import live_pulse, live_pulses, quiet_window
@@ -19,7 +22,7 @@ from singularity.sanctum.pulse import (
     schedule_from,
 )
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
-from tests.support.loop_http import Result, all_events, cli_args, make_cli, run, settings
+from tests.support.loop_http import Result, all_events, cli_args, run, settings
 
 RUNAWAY = Turn.tool_calls(
     Call("singularity_sanctum_list", "{}"),
@@ -174,12 +177,6 @@ def test_the_cost_cap_stops_a_runaway_pulse_before_it_can_pass_the_cap(tmp_path:
     assert _pulse_events(tmp_path)[1]["cost"] == "0.15"
 
 
-@pytest.fixture
-def cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Result]:
-    return make_cli(tmp_path, monkeypatch, capsys)
-
 
 def test_pulse_once_skips_quiet_hours_without_touching_anything(
     tmp_path: Path, cli: Callable[..., Result]
@@ -230,7 +227,82 @@ def test_run_in_pulse_mode_lives_pulses(tmp_path: Path, cli: Callable[..., Resul
 
 def test_print_schedule(tmp_path: Path, cli: Callable[..., Result]) -> None:
     result = cli("pulse", "--print-schedule", "--state-dir", "b", "--pulse-frequency", "30m")
-    assert result.out.startswith(
-        f"*/30 * * * * singularity pulse --once --resume --state-dir {tmp_path}/b\n"
+    singularity = str(Path(sys.executable).with_name("singularity"))
+    assert result.out.splitlines()[2] == (
+        f"*/30 * * * * {singularity} pulse --once --resume --state-dir {tmp_path}/b "
+        f"--workspace {tmp_path}/workspace --pulse-frequency 30m"
     )
     assert "OnUnitActiveSec=1800s" in result.out
+
+
+@pytest.mark.parametrize(
+    ("frequency", "step"),
+    [
+        ("1m", "* * * * *"),
+        ("15m", "*/15 * * * *"),
+        ("45m", "*/15 * * * *"),
+        ("90m", "*/30 * * * *"),
+        ("1h", "0 * * * *"),
+        ("6h", "0 */6 * * *"),
+        ("5h", "0 * * * *"),
+        ("1d", "0 0 * * *"),
+        ("2d", "0 0 * * *"),
+    ],
+)
+def test_cron_fires_often_enough_for_any_frequency(frequency: str, step: str) -> None:
+    assert cron_step(parse_frequency(frequency)) == step
+
+
+def test_the_printed_schedule_runs_from_a_bare_environment_and_pulses_only_when_due(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    with ScriptedServer([Turn.text("first pulse")]) as server:
+        first = cli("pulse", "--once", *cli_args(tmp_path, server, "--pulse-frequency", "6h"))
+        assert first.code == 0, first.err
+        pulse_md = tmp_path / "being" / "sanctum" / "PULSE.md"
+        pulse_md.write_text(pulse_md.read_text().replace("- Frequency: 6h", "- Frequency: 90m"))
+        printed = cli(
+            "pulse", "--print-schedule", *cli_args(tmp_path, server, "--pulse-frequency", "6h")
+        )
+        lines = printed.out.splitlines()
+        assert lines[0].startswith("# a pulse every 90m (PULSE.md")
+        cron = next(line for line in lines if line.startswith("*/30 * * * * "))
+        assert f"--brama-url {server.url}" in cron and "--brama-model scripted-model" in cron
+        command = cron.removeprefix("*/30 * * * * ")
+        exec_line = next(line for line in lines if line.startswith("ExecStart="))
+        assert exec_line == f"ExecStart={command}"
+        # As cron runs it: no environment at all, from the root directory.
+        bare = subprocess.run(
+            ["env", "-i", "/bin/sh", "-c", command],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert bare.returncode == 0, bare.stderr
+        assert json.loads(bare.stdout)["pulse"] == "skipped"
+        assert json.loads(bare.stdout)["reason"].startswith("not due until ")
+        assert len(server.completions) == 1  # nothing was asked of the model
+        # Once the last pulse is 90 minutes old, the same command lives one.
+        events = tmp_path / "being" / "activity.jsonl"
+        lines = events.read_text().splitlines()
+        earlier = (datetime.now(UTC) - timedelta(minutes=91)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        rewritten = []
+        for line in lines:
+            event = json.loads(line)
+            if event["type"] == "pulse_finished":
+                event["at"] = earlier
+                line = json.dumps(event)
+            rewritten.append(line)
+        events.write_text("\n".join(rewritten) + "\n")
+        due = subprocess.run(
+            ["env", "-i", "/bin/sh", "-c", command],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert due.returncode == 0, due.stderr
+    assert json.loads(due.stdout)["pulse"] == "completed"

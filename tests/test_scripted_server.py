@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,12 @@ from singularity.testing.scripted_server import (
     Turn,
     load_script,
 )
+from tests.support.polling import wait_for_async
 
 # One shared CA context: building one per request costs ~0.2 s.
 _TLS = httpx.create_ssl_context()
 REQUEST = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
+STOP_SECS = 60.0  # a hang detector: a stop that waited would take far longer
 
 
 def _post(server: ScriptedServer, body: Any = REQUEST, **options: Any) -> httpx.Response:
@@ -174,17 +177,16 @@ def test_delay() -> None:
 
 
 def test_stop_does_not_wait_for_a_delayed_turn() -> None:
-    server = ScriptedServer([Turn.text("never").delayed(30)]).start()
+    server = ScriptedServer([Turn.text("never").delayed(3600)]).start()
 
     async def main() -> None:
         async with httpx.AsyncClient(verify=_TLS) as client:
             pending = asyncio.ensure_future(
-                client.post(server.url + "v1/chat/completions", json=REQUEST, timeout=10)
+                client.post(server.url + "v1/chat/completions", json=REQUEST, timeout=3600)
             )
-            await asyncio.sleep(0.2)
-            started = time.monotonic()
-            await asyncio.to_thread(server.stop)
-            assert time.monotonic() - started < 2
+            await wait_for_async(lambda: server.remaining == 0, "the turn to be taken")
+            # Waiting for the turn would take an hour; a stop that returns at all did not.
+            await asyncio.wait_for(asyncio.to_thread(server.stop), STOP_SECS)
             with pytest.raises(httpx.HTTPError):
                 await pending
 
@@ -272,9 +274,10 @@ def test_keep_alive_connections_are_closed_on_stop() -> None:
     server = ScriptedServer().start()
     with httpx.Client(verify=_TLS) as client:
         assert client.get(server.url + "health").status_code == 200
-        started = time.monotonic()
-        server.stop()
-        assert time.monotonic() - started < 2
+        stopping = threading.Thread(target=server.stop)
+        stopping.start()
+        stopping.join(STOP_SECS)  # an open keep-alive connection would hold it for ever
+        assert not stopping.is_alive()
         with pytest.raises(httpx.HTTPError):
             client.get(server.url + "health", timeout=2)
 

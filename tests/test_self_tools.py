@@ -13,17 +13,16 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from singularity.domain.identity import Identity
 from singularity.domain.records import MemoryEntry, Source
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import compact
 from singularity.tools.base import FunctionToolset, Outcome, Status
 from singularity.tools.self_tools import memory_and_self_tools
+from tests.support.beings import new_state
 
 NOW = datetime(2026, 3, 4, 5, 6, 7, 123000, tzinfo=UTC)
 NOW_TEXT = "2026-03-04T05:06:07.123Z"
@@ -73,29 +72,9 @@ BOUNDS: list[tuple[str, str, int, dict[str, str]]] = [
 BOUND_IDS = [f"{tool.split('_', 1)[1]}-{key}" for tool, key, _, _ in BOUNDS]
 
 
-def _identity() -> Identity:
-    zeros = "0" * 64
-    return Identity(
-        agent_id="local",
-        name="Ada",
-        ticker="ADA",
-        agent_type="general",
-        specialty="number theory",
-        role="being",
-        environment="local",
-        host="localhost",
-        workload_id="local",
-        workload_public_key=zeros,
-        executable_digest=zeros,
-        code_digest=zeros,
-        policy_digest=zeros,
-        policy_sequence=0,
-    )
-
-
 @pytest.fixture
 def state() -> AgentState:
-    return AgentState.new(_identity(), "any", Decimal(10), "2026-01-01T00:00:00Z")
+    return new_state()
 
 
 @pytest.fixture

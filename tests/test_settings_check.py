@@ -104,7 +104,8 @@ def _las(files: Files, **overrides: str) -> dict[str, object]:
 
 def test_defaults_pass_with_no_credential_for_the_loopback_gateway(files: Files) -> None:
     credentials = _check(files, {})
-    assert credentials == Credentials("none", None, None)
+    assert credentials == Credentials(None, None, None)
+    assert credentials.brama_mode == "none"
 
 
 def test_full_las_configuration_passes(files: Files) -> None:
@@ -158,6 +159,15 @@ def test_step_2_missing_workspace_reports_the_os_error(files: Files) -> None:
     assert _failure(files, {"workspace": str(missing)}) == (
         "configuration: workspace: No such file or directory (os error 2)"
     )
+
+
+def test_step_2_the_default_workspace_of_a_new_being_may_not_exist_yet(files: Files) -> None:
+    assert not (files.root / "workspace").exists()
+    check_runtime(resolve({}, environ={}))  # decision 24: it is created at birth
+    assert not (files.root / "workspace").exists()  # but not by a check
+    with pytest.raises(ConfigurationError) as caught:
+        check_runtime(resolve({"resume": True}, environ={}))
+    assert str(caught.value) == "configuration: workspace: No such file or directory (os error 2)"
 
 
 def test_step_2_workspace_under_a_file_reports_the_os_error(files: Files) -> None:
@@ -340,7 +350,7 @@ def test_step_13_most_url_is_always_checked(files: Files, url: str, template: st
 
 NO_CREDENTIAL = (
     "configuration: a non-loopback BRAMA_BASE_URL needs a credential: BRAMA_HMAC_SECRET_FILE, "
-    "WISENT_APP_AGENT_AUTH_SECRET, BRAMA_API_KEY_FILE or BRAMA_API_KEY"
+    "WISENT_APP_AGENT_AUTH_SECRET, BRAMA_API_KEY_FILE, BRAMA_API_KEY or OPENAI_API_KEY"
 )
 
 
@@ -379,21 +389,43 @@ def test_step_12_bearer_key_file(files: Files) -> None:
     credentials = _check(
         files, {"brama_url": "https://x.example/"}, {"BRAMA_API_KEY_FILE": str(files.good_secret)}
     )
-    assert (credentials.brama_mode, credentials.brama_secret) == ("bearer", Secret("s3cret"))
+    assert (credentials.brama_mode, credentials.brama_api_key) == ("bearer", Secret("s3cret"))
 
 
 def test_step_12_bearer_key_from_the_environment(files: Files) -> None:
     credentials = _check(files, {"brama_url": "https://x.example/"}, {"BRAMA_API_KEY": "sk-1"})
-    assert (credentials.brama_mode, credentials.brama_secret) == ("bearer", Secret("sk-1"))
+    assert (credentials.brama_mode, credentials.brama_api_key) == ("bearer", Secret("sk-1"))
 
 
-def test_step_12_hmac_wins_over_bearer(files: Files) -> None:
+def test_step_12_openai_conventions_reach_an_openai_server(files: Files) -> None:
+    env = {"OPENAI_BASE_URL": "https://api.openai.com/v1", "OPENAI_API_KEY": "sk-o"}
+    credentials = _check(files, {}, env)
+    assert (credentials.brama_mode, credentials.brama_api_key) == ("bearer", Secret("sk-o"))
+    file_key = env | {"BRAMA_API_KEY_FILE": str(files.good_secret)}
+    assert _check(files, {}, file_key).brama_api_key == Secret("s3cret")
+
+
+def test_the_tool_choice_is_one_of_openais_words(files: Files) -> None:
+    for choice in ("auto", "required", "none"):
+        _check(files, {"brama_tool_choice": choice})
+    assert _failure(files, {"brama_tool_choice": "always"}) == (
+        "configuration: BRAMA_TOOL_CHOICE must be auto, required or none"
+    )
+
+
+def test_step_12_hmac_and_bearer_are_both_used(files: Files) -> None:
     credentials = _check(
         files,
         {"brama_secret_file": str(files.good_secret)},
         {"BRAMA_API_KEY": "sk-1", "BRAMA_API_KEY_FILE": str(files.good_secret)},
     )
-    assert credentials.brama_mode == "hmac"
+    assert credentials.brama_mode == "hmac+bearer"
+    assert (credentials.brama_secret, credentials.brama_api_key) == (
+        Secret("s3cret"),
+        Secret("s3cret"),
+    )
+    raw = _check(files, {}, {"WISENT_APP_AGENT_AUTH_SECRET": "raw", "BRAMA_API_KEY": "sk-1"})
+    assert (raw.brama_secret, raw.brama_api_key) == (Secret("raw"), Secret("sk-1"))
 
 
 def test_step_12_a_loopback_gateway_still_uses_a_configured_credential(files: Files) -> None:
@@ -580,7 +612,7 @@ def test_secret_value_never_shows_in_repr_or_str(tmp_path: Path) -> None:
     secret = read_secret_file(str(_secret(tmp_path / "s", b"canary-123\n", 0o600)))
     assert "canary-123" not in repr(secret)
     assert "canary-123" not in str(secret)
-    credentials = Credentials("hmac", secret, secret)
+    credentials = Credentials(secret, secret, secret)
     assert "canary-123" not in repr(credentials)
 
 

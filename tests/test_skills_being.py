@@ -23,13 +23,21 @@ from typing import Any
 import pytest
 
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
-from tests.servers import DEMO, LAS, LEAKED_KEY, LEAKED_TOKEN, stdio, write_skills
+from tests.servers import (
+    DEMO,
+    LAS,
+    LEAKED_KEY,
+    LEAKED_TOKEN,
+    as_flags,
+    las_options,
+    stdio,
+    write_skills,
+)
 from tests.support.loop_http import (
     Result,
     boot,
     cli_args,
     journal,
-    make_cli,
     run,
     state_of,
 )
@@ -38,12 +46,6 @@ TIMEOUT = "60"
 REJECTED = '{"error_code":"sensitive_output_rejected","status":"failed"}'
 SINGULARITY = Path(sys.executable).with_name("singularity")
 
-
-@pytest.fixture
-def cli(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Result]:
-    return make_cli(tmp_path, monkeypatch, capsys)
 
 
 def demo_skills(root: Path) -> Path:
@@ -102,8 +104,17 @@ def test_a_being_uses_skills_through_the_boundary_and_survives_a_dead_server(
         "message_id": None,
         "status": "success",
     }
-    assert messages["key"] == REJECTED
-    assert messages["pem"] == REJECTED
+    # The default boundary (redact): the credential and the key block are replaced.
+    assert messages["key"]["content"]["structuredContent"] == {  # type: ignore[index]
+        "api_token": "<redacted: secret-like key>"
+    }
+    assert messages["pem"]["content"]["content"] == [  # type: ignore[index]
+        {"type": "text", "text": "<redacted: private key>"}
+    ]
+    assert messages["pem"]["redacted"] == {  # type: ignore[index]
+        "count": 2,
+        "reasons": {"private key block": 2},
+    }
     assert messages["fail"]["status"] == "failed"  # type: ignore[index]
     assert messages["fail"]["error_code"] == "remote_tool"  # type: ignore[index]
     assert messages["die"] == {
@@ -151,26 +162,7 @@ def test_a_being_uses_skills_through_the_boundary_and_survives_a_dead_server(
 def test_a_skill_clashing_with_a_built_in_fails_the_boot(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:
-    for name in ("manifest", "signature", "trust"):
-        (tmp_path / name).write_text("x")
-    las = [
-        "--las-command",
-        sys.executable,
-        "--las-entrypoint",
-        str(LAS),
-        "--las-only",
-        "clash",
-        "--las-release-manifest",
-        str(tmp_path / "manifest"),
-        "--las-release-manifest-signature",
-        str(tmp_path / "signature"),
-        "--las-release-trust-store",
-        str(tmp_path / "trust"),
-        "--las-release-watermark",
-        str(tmp_path / "watermark"),
-        "--mcp-timeout-secs",
-        TIMEOUT,
-    ]
+    las = as_flags(las_options(tmp_path, "clash", mcp_timeout_secs=TIMEOUT))
     with ScriptedServer([]) as server:
         result = cli("once", *cli_args(tmp_path, server, *las))
         assert server.completions == []
@@ -268,12 +260,52 @@ def test_tools_lists_skills_then_built_ins(tmp_path: Path, cli: Callable[..., Re
         "demo__fail\tFail with a reason",
     ]
     assert lines[10] == "singularity_memory_remember\tPersist a memory owned by this digital being"
-    assert len(lines) == 10 + 9
+    assert len(lines) == 10 + 24  # the built-ins, the sanctum's and the journal's tools
     listed = cli("tools", "--skills", str(skills))
     assert listed.code == 0, listed.err
     definitions = json.loads(listed.out)
     assert definitions[0]["name"] == "demo__echo"
     assert definitions[0]["parameters"]["required"] == ["text"]
+
+
+def test_tools_lists_exactly_what_a_booted_being_is_offered(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    skills = write_skills(tmp_path / "skills.json", {"demo": stdio(DEMO)})
+    token = tmp_path / "most.token"
+    token.write_text("most-token")
+    token.chmod(0o600)
+    listed = cli("tools", "--skills", str(skills), "--most-token-file", str(token))
+    assert listed.code == 0, listed.err
+    with ScriptedServer([]) as server:
+
+        async def offered() -> list[dict[str, Any]]:
+            runtime = boot(
+                tmp_path,
+                server,
+                skills_file=str(skills),
+                most_token_file=str(token),
+                mcp_timeout_secs=TIMEOUT,
+            )
+            try:
+                return [
+                    {"name": d.name, "description": d.description, "parameters": d.parameters}
+                    for d in runtime.life.catalogue.definitions
+                ]
+            finally:
+                await runtime.shutdown()
+
+        booted = run(offered())
+    assert json.loads(listed.out) == booted
+    names = [tool["name"] for tool in booted]
+    assert len(names) == 10 + 3 + 24
+    for name in (
+        "most_send_message",
+        "singularity_sanctum_wake",
+        "singularity_journal_write",
+        "singularity_reasonlog_append",
+    ):
+        assert name in names
 
 
 def test_doctor_starts_every_server_and_counts_the_tools(

@@ -58,15 +58,18 @@ def test_stdio_and_http_servers_in_file_order() -> None:
                 "search": {"url": "https://example.org/mcp", "headers": {"X-Key": "k"}},
                 "off": {"command": "x", "disabled": True},
                 "typed": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"},
+                "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
             },
             "globalShortcut": "ignored: a desktop client's file works as it is",
         }
     )
     assert servers == [
         StdioServer("notes", "notes-mcp", ("--db", "n.db"), {}, "/srv"),
-        HttpServer("search", "https://example.org/mcp", {"X-Key": "k"}),
-        HttpServer("typed", "http://127.0.0.1:1/mcp", {}),
+        HttpServer("search", "https://example.org/mcp", {"X-Key": "k"}),  # either transport
+        HttpServer("typed", "http://127.0.0.1:1/mcp", {}, "streamable-http"),
+        HttpServer("legacy", "http://127.0.0.1:1/sse", {}, "sse"),
     ]
+    assert servers[1].transport == "auto"
 
 
 def test_env_and_headers_take_variables_from_the_runtime_environment() -> None:
@@ -99,11 +102,11 @@ def test_env_and_headers_take_variables_from_the_runtime_environment() -> None:
         ("[]", "must be a JSON object"),
         ({"servers": {}}, "`mcpServers` must be an object"),
         ({"mcpServers": {"a": "x"}}, "server 'a': must be an object"),
-        ({"mcpServers": {"a": {}}}, "needs `command` (stdio) or `url` (streamable HTTP)"),
+        ({"mcpServers": {"a": {}}}, "needs `command` (stdio) or `url` (HTTP or SSE)"),
         ({"mcpServers": {"a": {"command": "x", "url": "http://h"}}}, "either `command` or `url`"),
         ({"mcpServers": {"a": {"command": "x", "evn": {}}}}, "unknown key `evn` for a stdio"),
         ({"mcpServers": {"a": {"url": "http://h", "args": []}}}, "unknown key `args` for a http"),
-        ({"mcpServers": {"a": {"type": "sse", "url": "http://h"}}}, "SSE transport is not"),
+        ({"mcpServers": {"a": {"type": "sse", "command": "x"}}}, "`command` needs a stdio"),
         ({"mcpServers": {"a": {"type": "ws", "url": "http://h"}}}, "unknown `type` 'ws'"),
         ({"mcpServers": {"a": {"type": "http", "command": "x"}}}, "`command` needs a stdio"),
         ({"mcpServers": {"a": {"command": ""}}}, "`command` must be a non-empty string"),

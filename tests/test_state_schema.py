@@ -310,7 +310,7 @@ def test_non_money_numbers_are_unchanged_by_exact_money_parsing() -> None:
     assert json.loads(state.to_json())["conversation"][1]["content"] == {"score": 0.5, "n": 3}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(
     amount=st.builds(
         lambda digits, scale: Decimal(digits).scaleb(-scale),
@@ -329,7 +329,7 @@ def test_money_round_trips_exactly(amount: Decimal, as_number: bool) -> None:
     assert again.to_json() == state.to_json()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(text=st.text(st.characters(codec="utf-8"), max_size=40))
 def test_text_round_trips_without_escaping_non_ascii(text: str) -> None:
     document = _doc()

@@ -22,6 +22,7 @@ from singularity.domain.state import parse_state
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.tool_call import execute_tool_call
 from singularity.tools.catalogue import Catalogue
+from singularity.tools.output_boundary import STRICT
 from singularity.tools.self_tools import memory_and_self_tools
 
 START = datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC)
@@ -54,7 +55,7 @@ def _call(call_id: str, name: str, arguments: str) -> ToolCall:
 
 
 def _run(being: LiveBeing, call: ToolCall) -> None:
-    catalogue = Catalogue([memory_and_self_tools(being.state, being.clock)])
+    catalogue = Catalogue([memory_and_self_tools(being.state, being.clock)], boundary=STRICT)
     asyncio.run(execute_tool_call(being, catalogue, call))
 
 

@@ -18,16 +18,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 from singularity.errors import ConfigurationError
-from singularity.money import parse_money
+from singularity.money import RANGE_TEXT, MoneyRangeError, parse_money
 from singularity.secrets import Secret
-from singularity.text import trim
+from singularity.text import trim, utf8_length
 
-Kind = Literal["text", "int", "decimal", "number", "bool"]
+Kind = Literal["text", "int", "u32", "decimal", "number", "bool"]
 DEFAULT_CONFIG_FILE = "singularity.toml"
+DEFAULT_WORKSPACE = "workspace"
+"""Beside the default state directory `.singularity`, never containing it (decision 24)."""
 UNPINNED_HEX = "0" * 64
 U64_MAX = 2**64 - 1
-# The original's money is a 96-bit decimal with at most 28 fractional digits.
-MAX_DECIMAL = Decimal(2**96 - 1)
+U32_MAX = 2**32 - 1
 _INT_TEXT = re.compile(r"\+?[0-9]+")
 _DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _NUMBER_TEXT = re.compile(
@@ -49,6 +50,10 @@ class Option:
     help: str
     aliases: tuple[str, ...] = ()
     """Further flags for the same option (`--skills` for `--skills-file`, decision 18)."""
+    fallback_env: str | None = None
+    """A variable read after the config file, before the default (`OPENAI_BASE_URL`)."""
+    choices: tuple[str, ...] = ()
+    """The only values a text option may take (none: any text)."""
 
 
 def _opt(name: str, env: str | None, default: str | None, kind: Kind, help: str) -> Option:
@@ -150,11 +155,28 @@ LOOP_OPTIONS = (
     _opt(
         "workspace",
         "SINGULARITY_WORKSPACE",
-        ".",
+        DEFAULT_WORKSPACE,
         "text",
-        "The directory the file tools are confined to.",
+        "The directory the file tools are confined to (the default is created at birth).",
     ),
     _opt("resume", "SINGULARITY_RESUME", "false", "bool", "Resume the existing being."),
+    _opt(
+        "review_self_edits",
+        "SINGULARITY_REVIEW_SELF_EDITS",
+        "false",
+        "bool",
+        "Hold prompt replacements, rules and learnings for an operator's decision.",
+    ),
+    Option(
+        "output_boundary",
+        "--output-boundary",
+        "SINGULARITY_OUTPUT_BOUNDARY",
+        "redact",
+        "text",
+        "How tool results cross the output boundary: `redact` (replace what may not cross "
+        "and say so) or `strict` (reject the whole result, spec §10.4).",
+        choices=("redact", "strict"),
+    ),
 )
 
 STATE_OPTIONS = (
@@ -164,12 +186,15 @@ STATE_OPTIONS = (
 )
 
 BRAMA_OPTIONS = (
-    _opt(
+    Option(
         "brama_url",
+        "--brama-url",
         "BRAMA_BASE_URL",
         "http://127.0.0.1:8081",
         "text",
-        "Base URL of the OpenAI-compatible model gateway.",
+        "Base URL of the OpenAI-compatible model gateway (`…/v1` is the same server; "
+        "OPENAI_BASE_URL if nothing else sets it).",
+        fallback_env="OPENAI_BASE_URL",
     ),
     _opt("brama_model", "BRAMA_MODEL", "any", "text", "Model id or selector for a new being."),
     _opt(
@@ -186,7 +211,14 @@ BRAMA_OPTIONS = (
         "text",
         "File holding a bearer API key for the gateway.",
     ),
-    _opt("max_tokens", "BRAMA_MAX_TOKENS", "2048", "int", "max_tokens of each completion."),
+    _opt(
+        "brama_tool_choice",
+        "BRAMA_TOOL_CHOICE",
+        None,
+        "text",
+        "`tool_choice` sent with the tools: `auto`, `required` or `none` (default: none sent).",
+    ),
+    _opt("max_tokens", "BRAMA_MAX_TOKENS", "2048", "u32", "max_tokens of each completion."),
     _opt("temperature", "BRAMA_TEMPERATURE", "0.2", "number", "Sampling temperature (0–2)."),
     _opt(
         "http_timeout_secs",
@@ -382,10 +414,44 @@ ALL_OPTIONS = (
     + JOURNAL_OPTIONS
 )
 OPTIONS_BY_NAME = {option.name: option for option in ALL_OPTIONS}
+
+FLEET_OPTIONS = (
+    _opt(
+        "temporal",
+        "SINGULARITY_TEMPORAL",
+        "127.0.0.1:7233",
+        "text",
+        "The fleet's Temporal server, HOST:PORT.",
+    ),
+    _opt(
+        "temporal_namespace",
+        "SINGULARITY_TEMPORAL_NAMESPACE",
+        "default",
+        "text",
+        "The fleet's Temporal namespace.",
+    ),
+    _opt(
+        "task_queue",
+        "SINGULARITY_TASK_QUEUE",
+        "beings",
+        "text",
+        "The task queue of the fleet's workers (a queue of its own pins beings to machines).",
+    ),
+    _opt(
+        "state_url",
+        "SINGULARITY_STATE_URL",
+        None,
+        "text",
+        "The fleet's state store: a directory holding one folder per being.",
+    ),
+)
+"""Options of `singularity worker` and `singularity fleet` (resolved by `resolve_fleet`)."""
 # Variables holding raw credentials rather than file paths (decision 5, spec §3.1).
 RAW_SECRET_ENVS = ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY")
+# OpenAI's own variable is the last fallback for the bearer key (decision 22): it is read
+# as BRAMA_API_KEY, so it travels and is refused like it.
+BEARER_FALLBACK_ENV = "OPENAI_API_KEY"
 LOG_ENV = "SINGULARITY_LOG"
-FAILPOINT_ENV = "SINGULARITY_FAILPOINTS"
 
 
 @dataclass(frozen=True)
@@ -416,11 +482,14 @@ class Settings:
     context_tokens: int
     workspace: str
     resume: bool
+    review_self_edits: bool
+    output_boundary: str
     state_dir: str
     brama_url: str
     brama_model: str
     brama_secret_file: str | None
     brama_api_key_file: str | None
+    brama_tool_choice: str | None
     max_tokens: int
     temperature: float
     http_timeout_secs: float
@@ -451,8 +520,9 @@ class Settings:
     journal_embedder: str
     raw_secrets: Mapping[str, Secret]
     log_level: str
-    failpoints: str
     config_file: str | None
+    ignored_config_file: str | None = None
+    """`./singularity.toml`, when it was not read because the being could have written it."""
 
     @property
     def required_surface_list(self) -> list[str]:
@@ -481,7 +551,12 @@ def _render(value: object) -> str:
 
 
 def _source_label(option: Option, source: str) -> str:
-    return {"flag": option.flag, "env": option.env or option.flag}.get(source, option.name)
+    labels = {
+        "flag": option.flag,
+        "env": option.env or option.flag,
+        "fallback": option.fallback_env or option.name,
+    }
+    return labels.get(source, option.name)
 
 
 def _parse(option: Option, raw: object, source: str) -> object:
@@ -493,20 +568,30 @@ def _parse(option: Option, raw: object, source: str) -> object:
             return raw == "true"
         raise ConfigurationError(f"{label} must be true or false")
     text = raw if isinstance(raw, str) else None
+    if text is not None and utf8_length(text) is None:
+        # A byte of the environment or the command line that is not UTF-8 reads as a lone
+        # surrogate, which no state file or request can hold.
+        raise ConfigurationError(f"{label} is not valid UTF-8")
     if option.kind == "text":
         if text is None:
             raise ConfigurationError(f"{label} must be a string")
+        if "\x00" in text and option.name != "stimulus":  # the stimulus has its own rule
+            raise ConfigurationError(f"{label} must not contain NUL")
+        if option.choices and text not in option.choices:
+            raise ConfigurationError(f"{label} must be {' or '.join(option.choices)}")
         return text
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise ConfigurationError(f"{label} must be a number")
     # Python's int(), float() and Decimal() also accept surrounding whitespace, `_`
     # separators and non-ASCII digits; option values are held to plain ASCII forms.
-    if option.kind == "int":
+    if option.kind in ("int", "u32"):
         number: int | None = None
         if isinstance(raw, int):
             number = raw
         elif isinstance(raw, str) and _INT_TEXT.fullmatch(raw):
             number = int(raw)
+        if option.kind == "u32" and (number is None or not 0 <= number <= U32_MAX):
+            raise ConfigurationError(f"{label} must be an integer from 0 to {U32_MAX}")
         if number is None or number < 0 or number > U64_MAX:
             raise ConfigurationError(f"{label} must be a non-negative integer")
         return number
@@ -514,16 +599,36 @@ def _parse(option: Option, raw: object, source: str) -> object:
         if isinstance(raw, str) and not _DECIMAL_TEXT.fullmatch(raw):
             raise ConfigurationError(f"{label} must be a decimal number")
         try:
-            amount = parse_money(raw)
+            return parse_money(raw)
+        except MoneyRangeError:
+            raise ConfigurationError(f"{label} must be {RANGE_TEXT}") from None
         except ValueError:
             raise ConfigurationError(f"{label} must be a decimal number") from None
-        exponent = amount.as_tuple().exponent
-        if amount.copy_abs() > MAX_DECIMAL or not isinstance(exponent, int) or exponent < -28:
-            raise ConfigurationError(f"{label} must be a decimal number")
-        return amount
     if isinstance(raw, str) and not _NUMBER_TEXT.fullmatch(raw):
         raise ConfigurationError(f"{label} must be a number")
     return float(raw)
+
+
+def parse_option(name: str, raw: object) -> object:
+    """One option's value parsed as its flag would be (ConfigurationError names the flag)."""
+    return _parse(OPTIONS_BY_NAME[name], raw, "flag")
+
+
+def resolve_fleet(
+    flags: Mapping[str, object | None], environ: Mapping[str, str] | None = None
+) -> dict[str, str | None]:
+    """The fleet options: flag > environment > default."""
+    env = os.environ if environ is None else environ
+    values: dict[str, str | None] = {}
+    for option in FLEET_OPTIONS:
+        raw = flags.get(option.name)
+        source = "flag"
+        if raw is None and option.env is not None and option.env in env:
+            raw, source = env[option.env], "env"
+        if raw is None:
+            raw, source = option.default, "default"
+        values[option.name] = None if raw is None else str(_parse(option, raw, source))
+    return values
 
 
 def read_config_file(path: str) -> dict[str, Any]:
@@ -535,10 +640,34 @@ def read_config_file(path: str) -> dict[str, Any]:
         raise ConfigurationError(f"config file {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigurationError(f"config file {path}: {error}") from None
+    except RecursionError:
+        raise ConfigurationError(f"config file {path}: nested too deeply") from None
+    except ValueError:  # a NUL in the path
+        raise ConfigurationError(f"config file {path!r}: not a valid path") from None
     unknown = sorted(set(document) - set(OPTIONS_BY_NAME))
     if unknown:
         raise ConfigurationError(f"config file {path}: unknown option {unknown[0]}")
     return document
+
+
+def _workspace_value(
+    flags: Mapping[str, object | None], env: Mapping[str, str], file_values: Mapping[str, Any]
+) -> str:
+    option = OPTIONS_BY_NAME["workspace"]
+    for value in (flags.get(option.name), env.get(option.env or ""), file_values.get(option.name)):
+        if isinstance(value, str):
+            return value
+    return DEFAULT_WORKSPACE
+
+
+def _cwd_in_workspace(workspace: str) -> bool:
+    """Whether the working directory is the workspace or inside it."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+        root = os.path.realpath(workspace)
+    except (OSError, ValueError):
+        return False
+    return cwd == root or cwd.startswith(root.rstrip("/") + "/")
 
 
 def resolve(
@@ -550,9 +679,21 @@ def resolve(
     """Resolve every option: flag > environment > config file > default."""
     env = os.environ if environ is None else environ
     file_path = config_file or env.get(CONFIG_ENV)
-    if file_path is None and Path(DEFAULT_CONFIG_FILE).is_file():
-        file_path = DEFAULT_CONFIG_FILE
-    file_values = read_config_file(file_path) if file_path else {}
+    ignored: str | None = None
+    file_values: dict[str, Any] = {}
+    if file_path is not None:
+        file_values = read_config_file(file_path)
+    elif Path(DEFAULT_CONFIG_FILE).is_file():
+        # Decision 31: a file in a workspace is one the being can write, so the default file
+        # is not read when the working directory is the workspace or inside it.
+        if _cwd_in_workspace(_workspace_value(flags, env, {})):
+            ignored = DEFAULT_CONFIG_FILE
+        else:
+            file_values = read_config_file(DEFAULT_CONFIG_FILE)
+            if _cwd_in_workspace(_workspace_value(flags, env, file_values)):
+                ignored, file_values = DEFAULT_CONFIG_FILE, {}
+            else:
+                file_path = DEFAULT_CONFIG_FILE
     values: dict[str, object] = {}
     for option in ALL_OPTIONS:
         flag_value = flags.get(option.name)
@@ -562,6 +703,8 @@ def resolve(
             values[option.name] = _parse(option, env[option.env], "env")
         elif option.name in file_values:
             values[option.name] = _parse(option, file_values[option.name], "file")
+        elif option.fallback_env is not None and option.fallback_env in env:
+            values[option.name] = _parse(option, env[option.fallback_env], "fallback")
         elif option.default is not None:
             values[option.name] = _parse(option, option.default, "default")
         else:
@@ -570,10 +713,16 @@ def resolve(
     if isinstance(stimulus, str):
         stimulus = trim(stimulus)  # Unicode White_Space, as spec §2 defines trim
         values["stimulus"] = stimulus or None
-    values["raw_secrets"] = {name: Secret(env[name]) for name in RAW_SECRET_ENVS if env.get(name)}
+    for name in (*RAW_SECRET_ENVS, BEARER_FALLBACK_ENV):
+        if utf8_length(env.get(name, "")) is None:
+            raise ConfigurationError(f"{name} is not valid UTF-8")
+    raw_secrets = {name: Secret(env[name]) for name in RAW_SECRET_ENVS if env.get(name)}
+    if "BRAMA_API_KEY" not in raw_secrets and env.get(BEARER_FALLBACK_ENV):
+        raw_secrets["BRAMA_API_KEY"] = Secret(env[BEARER_FALLBACK_ENV])
+    values["raw_secrets"] = raw_secrets
     values["log_level"] = env.get(LOG_ENV, "info")
-    values["failpoints"] = env.get(FAILPOINT_ENV, "")
     values["config_file"] = file_path
+    values["ignored_config_file"] = ignored
     names = {field.name for field in fields(Settings)}
     return Settings(**{name: values[name] for name in names})  # type: ignore[arg-type]
 

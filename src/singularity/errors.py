@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from singularity.text import safe_text
+
 
 class RetryClass(str, Enum):
     """How an upstream failure may be retried (spec §18)."""
@@ -36,12 +38,17 @@ class RetryClass(str, Enum):
 
 
 class SingularityError(Exception):
-    """Base of every error that ends a command; `str()` is the display text."""
+    """Base of every error that ends a command; `str()` is the display text.
+
+    A message may quote what was refused, so it is text from outside: made safe (a lone
+    surrogate becomes U+FFFD) before anything can print, journal or send it.
+    """
 
     prefix: str = ""
     exit_code: int = 5
 
     def __init__(self, message: str) -> None:
+        message = safe_text(message)
         super().__init__(message)
         self.message = message
 

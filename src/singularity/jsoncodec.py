@@ -2,7 +2,10 @@
 
 Compact JSON (request bodies, journal lines, tool messages) has no whitespace and does
 not escape non-ASCII. Pretty JSON (state.json, reports) is indented by two spaces.
-Strict parsing refuses NaN/Infinity and duplicate keys.
+Strict parsing refuses NaN/Infinity, duplicate keys and nesting deeper than
+`MAX_DEPTH`: a deeper document would make later code (validation, saving, the output
+boundary) hit Python's recursion limit, so it is refused where it enters, with a clear
+error.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from decimal import Decimal
 from typing import Any
 
 from singularity.money import render_money
+from singularity.text import safe_json
+
+MAX_DEPTH = 64
 
 
 def _default(value: object) -> object:
@@ -26,6 +32,15 @@ def compact(value: Any, *, sort_keys: bool = False) -> str:
     return json.dumps(
         value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=_default
     )
+
+
+def compact_utf8(value: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact JSON as UTF-8 bytes; a lone surrogate in it is written as U+FFFD, never raised."""
+    text = compact(value, sort_keys=sort_keys)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return compact(safe_json(value), sort_keys=sort_keys).encode("utf-8")
 
 
 def pretty(value: Any, *, sort_keys: bool = False) -> str:
@@ -46,11 +61,49 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def loads_strict(text: str | bytes, *, parse_float: Callable[[str], Any] | None = None) -> Any:
-    """Parse JSON refusing NaN/Infinity and duplicate keys; raises ValueError."""
-    return json.loads(
-        text,
-        parse_float=parse_float,
-        parse_constant=_refuse_constant,
-        object_pairs_hook=_unique_object,
-    )
+def loads_strict(
+    text: str | bytes,
+    *,
+    parse_float: Callable[[str], Any] | None = None,
+    max_depth: int = MAX_DEPTH,
+) -> Any:
+    """Parse JSON refusing NaN/Infinity, duplicate keys and deep nesting; raises ValueError."""
+    try:
+        document = json.loads(
+            text,
+            parse_float=parse_float,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_unique_object,
+        )
+    except RecursionError:
+        raise ValueError(f"JSON nests deeper than {max_depth} levels") from None
+    check_depth(document, max_depth, _openings(text))
+    return document
+
+
+def _openings(text: str | bytes) -> int:
+    if isinstance(text, str):
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")
+
+
+def check_depth(value: Any, max_depth: int = MAX_DEPTH, containers: int | None = None) -> None:
+    """Raise ValueError when arrays and objects nest deeper than `max_depth` levels.
+
+    `containers`, when known, bounds how many there are: fewer than the limit cannot nest
+    past it, and the walk is skipped.
+    """
+    if containers is not None and containers <= max_depth:
+        return
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            raise ValueError(f"JSON nests deeper than {max_depth} levels")
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))

@@ -5,28 +5,40 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, cast
 from urllib.parse import urlsplit
 
-from singularity.config import Settings, finite
+from singularity.config import DEFAULT_WORKSPACE, Settings, finite
 from singularity.domain.identity import HEX_FIELDS, IDENTIFIER_FIELDS, is_hex64, is_identifier
 from singularity.errors import ConfigurationError
 from singularity.jsoncodec import loads_strict
 from singularity.secrets import Secret, os_error_text, read_secret_file
 
 MAX_STIMULUS_BYTES = 65536
-AuthMode = Literal["hmac", "bearer", "none"]
+AuthMode = Literal["hmac", "bearer", "hmac+bearer", "none"]
 
 
 @dataclass(frozen=True)
 class Credentials:
     """The secrets a runtime needs, read from their files once."""
 
-    brama_mode: AuthMode
     brama_secret: Secret | None
+    """The HMAC secret that signs completions (spec §9.2)."""
+    brama_api_key: Secret | None
+    """The bearer key sent as `Authorization` (decision 5)."""
     most_token: Secret | None
+
+    @property
+    def brama_mode(self) -> AuthMode:
+        """`hmac`, `bearer`, `hmac+bearer` (both are sent) or `none`."""
+        if self.brama_secret is not None and self.brama_api_key is not None:
+            return "hmac+bearer"
+        if self.brama_secret is not None:
+            return "hmac"
+        return "bearer" if self.brama_api_key is not None else "none"
 
 
 def check_stimulus(settings: Settings) -> None:
@@ -47,6 +59,26 @@ def canonical_workspace(path: str) -> str:
     if not os.path.isdir(resolved):
         raise ConfigurationError("workspace must be a directory")
     return resolved
+
+
+def born_workspace(settings: Settings) -> bool:
+    """Whether the workspace is the default one, missing, and created when a being is born.
+
+    With no flags a new being's workspace is `./workspace` (decision 24); a workspace that
+    was named, or a resumed being's, must exist.
+    """
+    return (
+        settings.workspace == DEFAULT_WORKSPACE
+        and not settings.resume
+        and not os.path.lexists(settings.workspace)
+    )
+
+
+def workspace_root(settings: Settings) -> str:
+    """Step 2: the canonical workspace, or where the default one will be created at birth."""
+    if born_workspace(settings):
+        return os.path.realpath(settings.workspace)
+    return canonical_workspace(settings.workspace)
 
 
 def check_numbers(settings: Settings) -> None:
@@ -126,6 +158,16 @@ def check_identity(settings: Settings) -> None:
             raise ConfigurationError(f"{label} must be 64 lowercase hexadecimal characters")
 
 
+TOOL_CHOICES = ("auto", "required", "none")
+
+
+def check_tool_choice(settings: Settings) -> None:
+    """The optional `tool_choice`, one of OpenAI's three words."""
+    choice = settings.brama_tool_choice
+    if choice is not None and choice not in TOOL_CHOICES:
+        raise ConfigurationError("BRAMA_TOOL_CHOICE must be auto, required or none")
+
+
 def check_url(url: str, variable: str) -> None:
     """Steps 11 and 13: a parsable http or https URL."""
     try:
@@ -147,6 +189,11 @@ def check_url(url: str, variable: str) -> None:
     del port
 
 
+def is_loopback_host(host: str) -> bool:
+    """True when a bind address or host name is loopback (`localhost`, 127.0.0.0/8, ::1)."""
+    return is_loopback_url(f"http://[{host.strip('[]')}]/" if ":" in host else f"http://{host}/")
+
+
 def is_loopback_url(url: str) -> bool:
     """True when the URL's host is `localhost` or a loopback address (127.0.0.0/8, ::1)."""
     try:
@@ -166,38 +213,50 @@ def is_loopback_url(url: str) -> bool:
     return address.is_loopback
 
 
-def brama_credentials(settings: Settings) -> tuple[AuthMode, Secret | None]:
-    """Step 12: HMAC secret, bearer key, or none for a loopback gateway (decision 5)."""
+def brama_credentials(settings: Settings) -> tuple[Secret | None, Secret | None]:
+    """Step 12: the HMAC secret and the bearer key, each if configured (decision 5).
+
+    Both are used when both are configured; neither is allowed only for a loopback gateway.
+    """
+    secret = settings.raw_secrets.get("WISENT_APP_AGENT_AUTH_SECRET")
     if settings.brama_secret_file is not None:
-        return "hmac", read_secret_file(settings.brama_secret_file)
-    raw_hmac = settings.raw_secrets.get("WISENT_APP_AGENT_AUTH_SECRET")
-    if raw_hmac:
-        return "hmac", raw_hmac
+        secret = read_secret_file(settings.brama_secret_file)
+    api_key = settings.raw_secrets.get("BRAMA_API_KEY")
     if settings.brama_api_key_file is not None:
-        return "bearer", read_secret_file(settings.brama_api_key_file)
-    raw_key = settings.raw_secrets.get("BRAMA_API_KEY")
-    if raw_key:
-        return "bearer", raw_key
-    if is_loopback_url(settings.brama_url):
-        return "none", None
-    raise ConfigurationError(
-        "a non-loopback BRAMA_BASE_URL needs a credential: BRAMA_HMAC_SECRET_FILE, "
-        "WISENT_APP_AGENT_AUTH_SECRET, BRAMA_API_KEY_FILE or BRAMA_API_KEY"
-    )
+        api_key = read_secret_file(settings.brama_api_key_file)
+    if secret is None and api_key is None and not is_loopback_url(settings.brama_url):
+        raise ConfigurationError(
+            "a non-loopback BRAMA_BASE_URL needs a credential: BRAMA_HMAC_SECRET_FILE, "
+            "WISENT_APP_AGENT_AUTH_SECRET, BRAMA_API_KEY_FILE, BRAMA_API_KEY or OPENAI_API_KEY"
+        )
+    return secret, api_key
+
+
+def _most_token(settings: Settings) -> Secret | None:
+    path = settings.most_token_file
+    return read_secret_file(path) if path is not None else None
+
+
+Step = tuple[str, Callable[[Settings], object]]
+RUNTIME_STEPS: tuple[Step, ...] = (
+    ("stimulus", check_stimulus),
+    ("workspace", workspace_root),
+    ("limits", check_numbers),
+    ("las", check_las),
+    ("skills file", check_skills_file),
+    ("identity", check_identity),
+    ("gateway url", lambda settings: check_url(settings.brama_url, "BRAMA_BASE_URL")),
+    ("tool choice", check_tool_choice),
+    ("gateway credential", brama_credentials),
+    ("most url", lambda settings: check_url(settings.most_url, "MOST_BASE_URL")),
+    ("most token", _most_token),
+)
+"""The checks of spec §3.2 in their order, named; each needs only the settings, so `doctor`
+can run them all where `run` stops at the first failure."""
 
 
 def check_runtime(settings: Settings) -> Credentials:
     """Every check of spec §3.2 for `run`, `once` and `doctor`; returns the secrets."""
-    check_stimulus(settings)
-    canonical_workspace(settings.workspace)
-    check_numbers(settings)
-    check_las(settings)
-    check_skills_file(settings)
-    check_identity(settings)
-    check_url(settings.brama_url, "BRAMA_BASE_URL")
-    mode, secret = brama_credentials(settings)
-    check_url(settings.most_url, "MOST_BASE_URL")
-    most_token = (
-        read_secret_file(settings.most_token_file) if settings.most_token_file is not None else None
-    )
-    return Credentials(mode, secret, most_token)
+    done = {name: step(settings) for name, step in RUNTIME_STEPS}
+    secret, api_key = cast(tuple[Secret | None, Secret | None], done["gateway credential"])
+    return Credentials(secret, api_key, cast(Secret | None, done["most token"]))

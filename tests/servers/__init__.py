@@ -1,4 +1,5 @@
-"""Real MCP servers written with the SDK, and helpers to configure and start them."""
+"""Real MCP servers (written with the SDK; the Las one from spec §13 alone), and helpers to
+configure and start them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ HERE = Path(__file__).parent
 DEMO = HERE / "demo.py"
 BARE = HERE / "bare.py"
 LAS = HERE / "las.py"
+RESULTS = HERE / "results.py"
 # The secrets demo.py's `leak_key` and `leak_pem` return (kept equal to its constants).
 LEAKED_TOKEN = "tok-canary-91f2c7e4"
 LEAKED_KEY = "MIIEcanary0d4e77aa"
@@ -63,3 +65,27 @@ def http_demo(timeout: float = 60.0) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+def las_options(root: Path, las_only: str, **extra: str) -> dict[str, str]:
+    """Settings of the Las in `las.py` run by this interpreter, its release files made."""
+    for name in ("manifest", "signature", "trust"):
+        (root / name).write_text("x")
+    return {
+        "agent_id": "ada-1",
+        "las_command": sys.executable,
+        "las_entrypoint": str(LAS),
+        "las_only": las_only,
+        "las_release_manifest": str(root / "manifest"),
+        "las_release_manifest_signature": str(root / "signature"),
+        "las_release_trust_store": str(root / "trust"),
+        "las_release_watermark": str(root / "watermark"),
+        **extra,
+    }
+
+
+def as_flags(options: Mapping[str, str]) -> list[str]:
+    """Settings as command-line flags."""
+    return [
+        part for name, value in options.items() for part in ("--" + name.replace("_", "-"), value)
+    ]

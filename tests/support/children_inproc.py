@@ -18,6 +18,7 @@ from singularity.runtime.tool_call import execute_tool_call
 from singularity.storage.activity import Event
 from singularity.tools.base import Outcome
 from singularity.tools.catalogue import Catalogue
+from singularity.tools.output_boundary import STRICT
 from tests.support.children_procs import journal
 
 
@@ -57,7 +58,7 @@ def spawn_call(being: LiveBeing, settings: Settings, arguments: Any) -> Outcome:
         "type": "function",
         "function": {"name": SPAWN_CHILD.name, "arguments": json.dumps(arguments)},
     }
-    catalogue = Catalogue([spawn_child_tools(being, settings)])
+    catalogue = Catalogue([spawn_child_tools(being, settings)], boundary=STRICT)
     return asyncio.run(execute_tool_call(being, catalogue, call)).outcome
 
 

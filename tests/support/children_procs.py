@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -100,15 +100,6 @@ def family_reaper(tag: str) -> Iterator[str]:
         yield tag
     finally:
         kill_tagged(tag)
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll until `predicate()` holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 def run_cli(

@@ -20,6 +20,9 @@ import sys
 import singularity.cli.main as cli_main
 from tests.support import children_worker
 
+for _command in cli_main.COMMANDS.values():  # every command's module, imported once here
+    _command.load()
+
 
 def _child(argv: list[str], cwd: str, env: dict[str, str], log: str) -> None:
     try:

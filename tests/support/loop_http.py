@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from singularity.tools.base import Toolset
 
 T = TypeVar("T")
 SINGULARITY = Path(sys.executable).with_name("singularity")
-OPTION_PREFIXES = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
+# Variables a being's configuration reads (OpenAI's two are the gateway's last fallbacks).
+OPTION_PREFIXES = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_", "OPENAI_")
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -185,8 +187,8 @@ def make_cli(
     return invoke
 
 
-def cli_args(root: Path, server: ScriptedServer, *extra: str) -> list[str]:
-    """Common flags of `once`/`run` for a being in `root/being` on `server`."""
+def cli_args(root: Path, server: ScriptedServer | str, *extra: str) -> list[str]:
+    """Common flags of `once`/`run` for a being in `root/being` on `server` (or a URL)."""
     (root / "ws").mkdir(exist_ok=True)
     return [
         "--state-dir",
@@ -194,13 +196,25 @@ def cli_args(root: Path, server: ScriptedServer, *extra: str) -> list[str]:
         "--workspace",
         str(root / "ws"),
         "--brama-url",
-        server.url,
+        server if isinstance(server, str) else server.url,
         "--brama-model",
         "scripted-model",
         "--cycle-interval-secs",
         "0",
         *extra,
     ]
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def closed_port_url() -> str:
+    """The URL of a gateway that is down: connections to it are refused."""
+    return f"http://127.0.0.1:{free_port()}/"
 
 
 class ModelsOutageServer(ScriptedServer):

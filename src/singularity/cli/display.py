@@ -1,23 +1,36 @@
-"""What a person (or a machine) sees of a living being on stderr."""
+"""What a person (or a machine) sees of a living being on stderr.
+
+The readable view follows the journal and the runtime's notices: each cycle, the model
+call in flight with its elapsed time, the model that answered, what the being said, each
+tool call with its outcome as the model read it, what was paid, warnings once.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
+from typing import Any, ClassVar
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.markup import escape
+from rich.spinner import Spinner
+from rich.text import Text
 
+from singularity.domain import notices
 from singularity.domain.state import AgentState
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact, loads_strict
 from singularity.money import parse_money, render_money, sub
 from singularity.storage.activity import Event
 
 STATUS_STYLE = {"success": "green", "failed": "red", "indeterminate": "yellow"}
+SAID_CHARS = 2000
+RESULT_CHARS = 240
 
 
 def json_lines() -> Callable[[Event], None]:
-    """Each event as one JSON line on stderr, for machines."""
+    """Each event and notice as one JSON line on stderr, for machines."""
 
     def emit(event: Event) -> None:
         sys.stderr.write(compact(event) + "\n")
@@ -26,41 +39,166 @@ def json_lines() -> Callable[[Event], None]:
     return emit
 
 
-def live_display(state: AgentState) -> Callable[[Event], None]:
-    """A readable running account: cycles, model calls, tools, balance."""
-    console = Console(stderr=True, highlight=False)
+def shortened(text: str, limit: int) -> str:
+    """The text on one line, cut to `limit` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
-    def show(event: Event) -> None:
+
+def seen_by_model(status: str, bounded: Event | None) -> tuple[str, str]:
+    """The status the model was shown for a call, and a note on what the boundary did.
+
+    A result the output boundary withheld reached the model as a failure, whatever the
+    call's own status (which the note gives).
+    """
+    if bounded is None:
+        return status, ""
+    if bounded.get("rejection") is not None:
+        return "failed", f" (result withheld: {bounded['rejection']}; the call ended {status})"
+    count = sum(int(n) for n in dict(bounded.get("redactions") or {}).values())
+    return status, f" ({count} value{'s' if count != 1 else ''} redacted)"
+
+
+def tool_summary(content: str) -> str:
+    """What a tool message told the model: its error code and message, or its content."""
+    try:
+        document = loads_strict(content)
+    except (ValueError, RecursionError):
+        return shortened(content, RESULT_CHARS)
+    if not isinstance(document, dict):
+        return shortened(content, RESULT_CHARS)
+    inner = document.get("content")
+    text = inner if isinstance(inner, str) else "" if inner is None else compact(inner)
+    if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+        text = inner["message"]
+    code = document.get("error_code")
+    parts = [part for part in (code if isinstance(code, str) else "", text) if part]
+    return shortened(": ".join(parts), RESULT_CHARS)
+
+
+class _Waiting:
+    """A spinner with the seconds a model call has been running, redrawn by `Live`."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.started = time.monotonic()
+        self.spinner = Spinner("dots", style="dim")
+
+    def __rich__(self) -> RenderableType:
+        seconds = time.monotonic() - self.started
+        self.spinner.update(text=Text(f"waiting for {self.model}: {seconds:.0f} s", style="dim"))
+        return Group(Text("  ", end=""), self.spinner)
+
+
+class LiveView:
+    """The readable running account of one being."""
+
+    def __init__(self, state: AgentState, console: Console | None = None) -> None:
+        self.state = state
+        self.console = console or Console(stderr=True, highlight=False)
+        self._live: Live | None = None
+        self._bounded: dict[str, Event] = {}  # `output_bounded`, until its `tool_finished`
+
+    def __call__(self, event: Event) -> None:
         kind = event.get("type")
-        budget = state.budget
-        if kind == "started":
-            console.print(
-                f"[bold]{escape(state.identity.name)}[/bold] is alive: balance "
-                f"{budget.remaining} USD, model {escape(state.mind.current_model)}"
-            )
-        elif kind == "cycle_started":
-            console.rule(f"cycle {event['cycle']}", style="dim")
-        elif kind == "model_completed":
-            usage = event["usage"]
-            console.print(
-                f"  [dim]model {escape(state.mind.current_model)}: "
-                f"{usage['prompt_tokens']} + {usage['completion_tokens']} tokens[/dim]"
-            )
-        elif kind == "tool_finished":
-            style = STATUS_STYLE.get(str(event["status"]), "white")
-            console.print(f"  → {escape(str(event['tool']))} [{style}]{event['status']}[/{style}]")
-        elif kind == "cost_debited":
-            # The listener runs as the debit is journaled, just before it is applied.
-            after = render_money(sub(budget.remaining, parse_money(event["amount"])))
-            console.print(f"  [dim]paid {event['amount']} USD; balance {after} USD[/dim]")
-        elif kind == "revenue_credited":
-            console.print(f"  [green]earned {event['amount']} USD from {escape(event['source'])}")
-        elif kind == "warning":
-            console.print(f"  [yellow]warning: {escape(str(event['message']))}")
-        elif kind == "stopped":
-            console.print(
-                f"[bold]{escape(state.identity.name)}[/bold] {event['status']} after cycle "
-                f"{event['cycle']}; balance {budget.remaining} USD"
-            )
+        if kind != notices.MODEL_CALL_STARTED:
+            self._stop_waiting()
+        handler = self._handlers.get(str(kind))
+        if handler is not None:
+            handler(self, event)
 
-    return show
+    def _stop_waiting(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _print(self, text: str) -> None:
+        self.console.print(text)
+
+    def _started(self, event: Event) -> None:
+        state = self.state
+        self._print(
+            f"[bold]{escape(state.identity.name)}[/bold] is alive: balance "
+            f"{render_money(state.budget.remaining)} USD, model {escape(state.mind.current_model)}"
+        )
+
+    def _cycle(self, event: Event) -> None:
+        self.console.rule(f"cycle {event['cycle']}", style="dim")
+
+    def _waiting(self, event: Event) -> None:
+        if not self.console.is_terminal:
+            return  # a spinner has nothing to show in a log file
+        self._stop_waiting()
+        self._live = Live(
+            _Waiting(str(event["model"])),
+            console=self.console,
+            refresh_per_second=2,
+            transient=True,
+        )
+        self._live.start()
+
+    def _completed(self, event: Event) -> None:
+        usage = event["usage"]
+        model = event.get("model") or self.state.mind.current_model
+        self._print(
+            f"  [dim]model {escape(str(model))}: "
+            f"{usage['prompt_tokens']} + {usage['completion_tokens']} tokens[/dim]"
+        )
+
+    def _said(self, event: Event) -> None:
+        content = str(event.get("content", "")).strip()
+        if content:
+            name = escape(self.state.identity.name)
+            self._print(f"  [bold]{name}:[/bold] {escape(shortened(content, SAID_CHARS))}")
+
+    def _bounded_output(self, event: Event) -> None:
+        self._bounded[str(event["tool"])] = event
+
+    def _tool(self, event: Event) -> None:
+        tool = str(event["tool"])
+        status, note = seen_by_model(str(event["status"]), self._bounded.pop(tool, None))
+        style = STATUS_STYLE.get(status, "white")
+        self._print(f"  → {escape(tool)} [{style}]{escape(status)}[/{style}]{escape(note)}")
+
+    def _tool_answer(self, event: Event) -> None:
+        summary = tool_summary(str(event.get("content", "")))
+        if summary:
+            self._print(f"    [dim]{escape(summary)}[/dim]")
+
+    def _paid(self, event: Event) -> None:
+        # The listener runs as the debit is journaled, just before it is applied.
+        after = render_money(sub(self.state.budget.remaining, parse_money(event["amount"])))
+        self._print(f"  [dim]paid {event['amount']} USD; balance {after} USD[/dim]")
+
+    def _earned(self, event: Event) -> None:
+        self._print(f"  [green]earned {event['amount']} USD from {escape(event['source'])}")
+
+    def _warning(self, event: Event) -> None:
+        self._print(f"  [yellow]warning: {escape(str(event['message']))}")
+
+    def _stopped(self, event: Event) -> None:
+        state = self.state
+        self._print(
+            f"[bold]{escape(state.identity.name)}[/bold] {event['status']} after cycle "
+            f"{event['cycle']}; balance {render_money(state.budget.remaining)} USD"
+        )
+
+    _handlers: ClassVar[dict[str, Callable[[LiveView, Event], Any]]] = {
+        "started": _started,
+        "cycle_started": _cycle,
+        notices.MODEL_CALL_STARTED: _waiting,
+        "model_completed": _completed,
+        notices.MODEL_ANSWERED: _said,
+        "output_bounded": _bounded_output,
+        "tool_finished": _tool,
+        notices.TOOL_ANSWERED: _tool_answer,
+        "cost_debited": _paid,
+        "revenue_credited": _earned,
+        "warning": _warning,
+        "stopped": _stopped,
+    }
+
+
+def live_display(state: AgentState) -> Callable[[Event], None]:
+    """A readable running account: cycles, model calls, what was said, tools, balance."""
+    return LiveView(state)

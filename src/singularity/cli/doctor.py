@@ -15,6 +15,8 @@ from singularity.runtime.doctor import doctor
 @click.command(name="doctor")
 @runtime_options
 def doctor_command(**params: Any) -> None:
-    """Read-only pre-flight: configuration, gateway health, the configured model."""
-    result = asyncio.run(doctor(settings_from(params)))
-    print_json(result, sort_keys=True)
+    """Read-only pre-flight: configuration, gateway, model, Most and skills; every check runs."""
+    report = asyncio.run(doctor(settings_from(params)))
+    print_json(report.document, sort_keys=True)
+    if report.failure is not None:
+        raise report.failure

@@ -13,21 +13,23 @@ from singularity.cli.options import settings_from, state_options, with_options
 from singularity.cli.output import console, print_json
 from singularity.config import ALL_OPTIONS, Settings
 from singularity.errors import ConfigurationError, StateError
-from singularity.runtime.catalogue import builtin_definitions
-from singularity.runtime.summary import summarize
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.catalogue import offered_definitions
+from singularity.runtime.summary import journal_summary, sanctum_summary, summarize
+from singularity.runtime.verify import inspect_state_dir
 from singularity.settings_check import check_skills_file
 from singularity.skills import plan_skills, start_skills
 from singularity.storage.statedir import STATE_FILE, peek_state
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from singularity.tools.catalogue import Catalogue
+from singularity.tools.output_boundary import STRICT
 
 # `tools` spawns the skill servers with a fixed deadline and grace (spec §17).
 TOOLS_DEADLINE_SECS = 120.0
 TOOLS_OPTIONS = tuple(
     option
     for option in ALL_OPTIONS
-    if option.name in ("agent_id", "skills_file") or option.name.startswith("las_")
+    if option.name in ("agent_id", "skills_file", "most_token_file")
+    or option.name.startswith("las_")
 )
 
 
@@ -41,10 +43,44 @@ def show(as_json: bool, **params: Any) -> None:
     if state is None:
         raise StateError(f"no being state exists at {os.path.join(settings.state_dir, STATE_FILE)}")
     summary = summarize(state)
+    summary["sanctum"] = sanctum_summary(settings)
+    summary["journal"] = journal_summary(settings, state)
     if as_json:
         print_json(summary)
         return
     _render_summary(summary)
+
+
+def _sanctum_line(sanctum: dict[str, Any]) -> str:
+    if not sanctum["born"]:
+        return "none yet"
+    tended = f"tended {sanctum['tended']}" if sanctum["tended"] else "never tended"
+    line = (
+        f"{sanctum['memory_files']} memory files in {sanctum['folders']} folders, "
+        f"{sanctum['session_notes']} session notes, {tended} "
+        f"({sanctum['session_notes_since_tending']} notes since), "
+        f"{sanctum['undistilled_raw']} undistilled raw, {sanctum['pending_items']} pending"
+    )
+    if sanctum["first_breath_unfinished"]:
+        line += "; First Breath unfinished in " + ", ".join(sanctum["first_breath_unfinished"])
+    return line
+
+
+def _journal_line(journal: dict[str, Any]) -> str:
+    state = journal["state"]
+    if state == "none":
+        return "none yet"
+    if state == "key_lost":
+        return "the key is gone: its entries can never be read again"
+    if state != "ok":
+        return f"unreadable ({journal.get('error', '')})"
+    age = journal["oldest_age_hours"]
+    oldest = f", oldest {age} h" if age is not None else ""
+    return (
+        f"{journal['entries']} entries ({journal['redacted']} redacted, "
+        f"{journal['promoted']} promoted{oldest}) on {journal['backend']}, "
+        f"embedder {journal['embedder']}"
+    )
 
 
 def _render_summary(summary: dict[str, Any]) -> None:
@@ -71,6 +107,8 @@ def _render_summary(summary: dict[str, Any]) -> None:
         f"{mind['learnings']} learnings, {mind['memories']} memories, "
         f"{mind['children']} children; conversation {summary['conversation_messages']} messages"
     )
+    out.print("sanctum: " + escape(_sanctum_line(summary["sanctum"])))
+    out.print("journal: " + escape(_journal_line(summary["journal"])))
     if summary["recent_actions"]:
         out.print("recent actions: " + escape(", ".join(summary["recent_actions"])))
     if summary["newest_memories"]:
@@ -91,10 +129,23 @@ def _render_summary(summary: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.argument("state_dir", type=click.Path())
-def verify(state_dir: str) -> None:
-    """Check every invariant of a state directory; list what is wrong and exit 4."""
-    problems = verify_state_dir(state_dir)
+@click.argument("directory", required=False, type=click.Path())
+@state_options
+def verify(directory: str | None, **params: Any) -> None:
+    """Check every invariant of a state directory; list what is wrong and exit 4.
+
+    The directory is DIRECTORY or --state-dir (default `.singularity`); it may be a living
+    being's.
+    """
+    state_dir = settings_from(params).state_dir
+    if directory is not None:
+        if params.get("state_dir") not in (None, directory):
+            raise click.UsageError("give the state directory once: DIRECTORY or --state-dir")
+        state_dir = directory
+    found = inspect_state_dir(state_dir)
+    for warning in found.warnings:
+        click.echo(f"{state_dir}: warning: {warning}")
+    problems = found.problems
     if not problems:
         click.echo(f"{state_dir}: ok")
         return
@@ -108,7 +159,8 @@ async def _never_called(arguments: dict[str, Any]) -> Outcome:
 
 
 def catalogue_definitions(settings: Settings) -> list[ToolDefinition]:
-    """Skills then built-ins, registered as at boot (Most left out), servers stopped after."""
+    """Every tool a being with these settings is offered, registered as at boot (skills,
+    Most with a token, the built-ins, the sanctum's and the journal's); servers stopped."""
     entrypoint = settings.las_entrypoint
     if entrypoint is not None and not os.path.isfile(entrypoint):
         # The only configuration check of `tools` (spec §17): no release-pinning files.
@@ -118,10 +170,12 @@ def catalogue_definitions(settings: Settings) -> list[ToolDefinition]:
         plan_skills(settings), timeout=TOOLS_DEADLINE_SECS, grace=TOOLS_DEADLINE_SECS
     )
     try:
-        builtins = FunctionToolset([FunctionTool(d, _never_called) for d in builtin_definitions()])
-        return Catalogue([*skills.toolsets, builtins]).definitions
+        skill_definitions = [d for toolset in skills.toolsets for d in toolset.definitions()]
     finally:
         skills.close()
+    offered = offered_definitions(skill_definitions, with_most=settings.most_token_file is not None)
+    listed = FunctionToolset([FunctionTool(d, _never_called) for d in offered])
+    return Catalogue([listed], boundary=STRICT).definitions  # the registration rules of boot
 
 
 @click.command()
@@ -135,7 +189,8 @@ def catalogue_definitions(settings: Settings) -> list[ToolDefinition]:
     help="Output format.",
 )
 def tools(output_format: str, **params: Any) -> None:
-    """List the tools a being can call: its skills (servers are started), then the built-ins."""
+    """List every tool a being is offered: skills (servers are started), Most, built-ins,
+    sanctum and journal."""
     definitions = catalogue_definitions(settings_from(params))
     if output_format == "table":
         for definition in definitions:

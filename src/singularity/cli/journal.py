@@ -18,24 +18,32 @@ from singularity.cli.output import print_json
 from singularity.config import JOURNAL_OPTIONS, STATE_OPTIONS
 from singularity.errors import StateError
 from singularity.journal import reasonlog
-from singularity.journal.extension import journal_config
-from singularity.journal.service import Journal, open_journal
+from singularity.journal.extension import fingerprint_of, journal_config
+from singularity.journal.opening import KeyLost, open_journal, remove_files
+from singularity.journal.service import Damaged, Journal, JournalConfig
 from singularity.jsoncodec import compact
-from singularity.storage.statedir import StateDir
+from singularity.storage.statedir import StateDir, peek_state
 
 journal_options = with_options(STATE_OPTIONS + JOURNAL_OPTIONS)
 
 
+def _config(params: dict[str, Any]) -> JournalConfig:
+    settings = settings_from(params)
+    state = peek_state(settings.state_dir)
+    if state is None:
+        raise StateError(f"no being at {settings.state_dir}")
+    return journal_config(settings, fingerprint_of(state))
+
+
 @contextlib.contextmanager
 def _opened(params: dict[str, Any], *, lock: bool) -> Iterator[Journal]:
-    settings = settings_from(params)
-    config = journal_config(settings)
+    config = _config(params)
     with contextlib.ExitStack() as stack:
         if lock:
-            stack.enter_context(StateDir.open(settings.state_dir, create=False))
-        journal = open_journal(config, create=False)
+            stack.enter_context(StateDir.open(config.state_dir, create=False))
+        journal = open_journal(config, create=False, recover=False)
         if journal is None:
-            raise StateError(f"no journal exists for the being at {settings.state_dir}")
+            raise StateError(f"no journal exists for the being at {config.state_dir}")
         stack.callback(journal.close)
         yield journal
 
@@ -86,14 +94,50 @@ def rotate_key(**params: Any) -> None:
 @journal.command("verify")
 @journal_options
 def verify_journal(**params: Any) -> None:
-    """Decrypt and authenticate every entry in memory; name the ones that fail (exit 4)."""
+    """Decrypt and authenticate every entry in memory; name what is unreadable (exit 4)."""
     with _opened(params, lock=False) as opened:
-        checked, failed = opened.verify()
-    for entry_id in failed:
+        found = opened.verify()
+    for line in found.damage:
+        click.echo(f"journal database damaged: {line}")
+    for entry_id in found.lost:
+        click.echo(f"journal entry {entry_id} is unreadable (its row is damaged)")
+    if found.unreachable:
+        click.echo("journal database damaged: some entries may be lost without a readable id")
+    for entry_id in found.failed:
         click.echo(f"journal entry {entry_id} failed authentication")
-    print_json({"checked": checked, "failed": failed})
-    if failed:
-        raise StateError(f"{len(failed)} journal entr{'y' if len(failed) == 1 else 'ies'} failed")
+    print_json(
+        {
+            "checked": found.checked,
+            "failed": found.failed,
+            "damage": found.damage,
+            "lost": found.lost,
+            "unreachable": found.unreachable,
+        }
+    )
+    if found.damage:
+        raise StateError(
+            "the journal database is damaged: `singularity journal salvage` keeps what is "
+            "readable (the living being does so at its next start)"
+        )
+    if found.failed:
+        count = len(found.failed)
+        raise StateError(f"{count} journal entr{'y' if count == 1 else 'ies'} failed")
+
+
+@journal.command("salvage")
+@journal_options
+def salvage(**params: Any) -> None:
+    """Keep every readable entry of a damaged journal in a fresh file; set the old one aside."""
+    with _opened(params, lock=True) as opened:
+        done = opened.salvage()
+    print_json(
+        {
+            "kept": done.kept,
+            "lost": done.lost,
+            "unreachable": done.unreachable,
+            "set_aside": done.set_aside,
+        }
+    )
 
 
 @journal.command()
@@ -103,9 +147,29 @@ def destroy(yes: bool, **params: Any) -> None:
     """Delete every entry and the key (crypto-shredding): nothing can be recovered."""
     if not yes:
         click.confirm("Destroy the journal and its key for good?", abort=True)
-    with _opened(params, lock=True) as opened:
-        count = opened.stats()["entries"]
-        opened.destroy()
+    config = _config(params)
+    with StateDir.open(config.state_dir, create=False):
+        try:
+            journal = open_journal(config, create=False, recover=False)
+        except KeyLost:
+            journal = None  # the entries are unreadable already; only the files remain
+        if journal is None:
+            removed = remove_files(config)
+            print_json({"destroyed": None, "removed": removed})
+            return
+        try:
+            count: int | None = journal.stats()["entries"]
+        except Damaged:
+            count = None
+        try:
+            journal.destroy()
+        except Damaged:
+            journal.keyring.destroy()
+            removed = remove_files(config)
+            print_json({"destroyed": count, "removed": removed})
+            return
+        finally:
+            journal.close()
     print_json({"destroyed": count})
 
 

@@ -12,14 +12,14 @@ from typing import Any
 import click
 
 from singularity.cli.display import json_lines, live_display
+from singularity.cli.logs import use_json_logs
 from singularity.cli.options import runtime_options, settings_from
 from singularity.cli.output import print_json
 from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
-from singularity.errors import StateError
+from singularity.errors import SingularityError, StateError
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.hardening import make_non_dumpable as make_non_dumpable
 from singularity.runtime.lifecycle import Runtime
-from singularity.storage import fsio
 from singularity.storage.activity import Event
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,8 @@ def _install_signals(runtime: Runtime) -> None:
             runtime.request_stop()
             return
         log.warning("stopping now")
-        runtime.stop_now()
-        os._exit(128 + number)
+        # Saved: the stop the user asked for succeeded (exit 0); unsaved: a state error.
+        os._exit(0 if runtime.stop_now() else 4)
 
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, on_signal, number)
@@ -69,10 +69,10 @@ async def _live(
     max_cycles: int | None,
     log_format: str,
 ) -> None:
+    if log_format == "json":
+        use_json_logs()
     make_non_dumpable()
     settings = settings_from(params)
-    if settings.failpoints:
-        fsio.arm_failpoints(settings.failpoints)
     document = _startup_import(import_file, settings.resume)
     watcher: Callable[[LiveBeing], Callable[[Event], None]] = (
         (lambda being: json_lines())
@@ -89,6 +89,10 @@ async def _live(
             report = await runtime.once()
         else:
             await runtime.run(max_cycles)
+    except SingularityError as error:
+        scrubber = runtime.being.scrubber
+        error.message = scrubber.text(error.message)  # decision 32: not even in the last words
+        raise
     finally:
         await runtime.shutdown()
     if report is not None:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
+import shlex
 import signal
+import sys
 from datetime import timedelta
 from typing import Any
 
@@ -14,21 +17,31 @@ import click
 from singularity.cli import live
 from singularity.cli.options import runtime_options, settings_from, with_options
 from singularity.cli.output import print_json
-from singularity.config import IDENTITY_OPTIONS, SANCTUM_OPTIONS, STATE_OPTIONS, Settings
+from singularity.config import (
+    ALL_OPTIONS,
+    IDENTITY_OPTIONS,
+    SANCTUM_OPTIONS,
+    STATE_OPTIONS,
+    Settings,
+    resolve,
+)
 from singularity.domain.identity import identity_from
 from singularity.errors import StateError
 from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import live_pulse, quiet_window
+from singularity.runtime.sanctum import live_pulse, pulse_due, pulse_schedule
 from singularity.sanctum import tools, writing
 from singularity.sanctum.extension import SanctumConfig, today
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import SanctumRefusal
-from singularity.sanctum.pulse import parse_frequency
 from singularity.sanctum.store import SanctumStore, ensure_root
-from singularity.sanctum.wake import wake
+from singularity.sanctum.transfer import export_sanctum, memory_chunks
+from singularity.sanctum.wake import map_text, wake
 from singularity.storage.statedir import peek_state
 from singularity.timestamps import system_clock
 
+# Options a printed schedule sets itself, or that a scheduler must not repeat.
+SCHEDULE_FIXED = frozenset({"state_dir", "resume", "pulse", "max_cycles", "stimulus"})
+PATH_OPTIONS = frozenset({"workspace", "state_dir"})
 # Where the sanctum is; the Pulse options matter only to `init` and `pulse`.
 sanctum_options = with_options(
     STATE_OPTIONS + tuple(option for option in SANCTUM_OPTIONS if option.name == "sanctum_dir")
@@ -107,6 +120,50 @@ def wake_command(as_pulse: bool, **params: Any) -> None:
             store.close()
 
 
+@sanctum.command("map")
+@sanctum_options
+def map_command(**params: Any) -> None:
+    """Print the memory map: folder counts, newest dated files, raw, tending, First Breath."""
+    settings = settings_from(params)
+    store = _open(settings)
+    try:
+        woken = wake(store, _root(settings), bodies=False)
+    finally:
+        store.close()
+    if woken.memory is None:
+        raise StateError(woken.text.splitlines()[1])
+    click.echo(map_text(woken.memory, woken.unfinished))
+
+
+@sanctum.command("export")
+@click.argument("archive", type=click.Path(dir_okay=False))
+@sanctum_options
+def export_command(archive: str, **params: Any) -> None:
+    """Write the sanctum to a new tar archive (0600; symlinks kept as links, never followed)."""
+    settings = settings_from(params)
+    root = _root(settings)
+    _open(settings).close()  # the same checks as every command: it exists, is ours
+    counted = export_sanctum(root, archive)
+    print_json({"exported": os.path.abspath(archive), "files": counted})
+
+
+@sanctum.command("import-memories")
+@sanctum_options
+def import_memories_command(**params: Any) -> None:
+    """Write the being's memories (from state.json) to raw/ as material to distill."""
+    settings = settings_from(params)
+    state = peek_state(settings.state_dir)
+    if state is None:
+        raise StateError(f"no being at {settings.state_dir}")
+    written = []
+    for index, chunk in enumerate(memory_chunks(state.mind.memories), start=1):
+        descriptor = "memories" if index == 1 else f"memories-{index}"
+        arguments = {"area": "mind", "descriptor": descriptor, "content": chunk}
+        content = _run(settings, writing.intake_tool, arguments)
+        written.append(content["path"])
+    print_json({"memories": len(state.mind.memories), "written": written})
+
+
 @sanctum.command("ls")
 @click.argument("folder", required=False)
 @sanctum_options
@@ -174,39 +231,128 @@ def tend_command(stamp: bool, **params: Any) -> None:
     click.echo("tending due" if memory.tending_due else "nothing to tend")
 
 
-def cron_line(frequency: timedelta, command: str) -> str:
-    """A crontab line for the frequency (rounded to whole minutes, hours or days)."""
-    minutes = max(1, int(frequency.total_seconds()) // 60)
-    if minutes < 60:
-        return f"*/{minutes} * * * * {command}"
-    if minutes < 24 * 60:
-        return f"0 */{minutes // 60} * * * {command}"
-    return f"0 0 */{minutes // (24 * 60)} * * {command}"
+def cron_step(frequency: timedelta) -> str:
+    """The crontab schedule that fires often enough for the frequency.
+
+    Cron cannot say "every 90 minutes": it fires at the largest step that divides the
+    frequency (every 30 minutes for 90), and `pulse --once` lives a pulse only when one is
+    due, so the pulses come at the frequency itself.
+    """
+    minutes = max(1, math.ceil(frequency.total_seconds() / 60))
+    if minutes < 60 and 60 % minutes == 0:
+        return "* * * * *" if minutes == 1 else f"*/{minutes} * * * *"
+    hours, left = divmod(minutes, 60)
+    if not left and hours < 24 and 24 % hours == 0:
+        return "0 * * * *" if hours == 1 else f"0 */{hours} * * *"
+    if minutes % (24 * 60) == 0:
+        return "0 0 * * *"
+    step = math.gcd(minutes, 60)
+    return "0 * * * *" if step == 60 else ("* * * * *" if step == 1 else f"*/{step} * * * *")
+
+
+def executable() -> list[str]:
+    """This program by its full path: the `singularity` beside this Python, else `-m`."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "singularity")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return [beside]
+    return [os.path.abspath(sys.executable), "-m", "singularity"]
+
+
+def _is_path(name: str) -> bool:
+    return name in PATH_OPTIONS or name.endswith(("_dir", "_file"))
+
+
+def reproduced(settings: Settings) -> tuple[list[str], dict[str, str]]:
+    """Flags (and variables, for a true default turned off) that give a scheduler's bare
+    environment these settings; paths made absolute. Raw secrets are never copied."""
+    flags: list[str] = []
+    variables: dict[str, str] = {}
+    defaults = resolve({}, config_file=os.devnull, environ={})
+    rendered = settings.environment_values()
+    for option in ALL_OPTIONS:
+        value = getattr(settings, option.name)
+        if option.name in SCHEDULE_FIXED or value is None:
+            continue
+        if value == getattr(defaults, option.name) and not _is_path(option.name):
+            continue  # a relative default path is made absolute: cron runs in $HOME
+        if option.kind == "bool":
+            if value:
+                flags.append(option.flag)
+            elif option.env is not None:
+                variables[option.env] = "false"
+            continue
+        text = rendered.get(option.env or "", str(value))
+        if _is_path(option.name):
+            text = os.path.abspath(text)
+        flags += [option.flag, text]
+    return flags, variables
+
+
+def schedule_text(settings: Settings) -> str:
+    """A crontab line and a systemd timer and service for the being's pulse."""
+    frequency = pulse_schedule(settings).frequency
+    flags, variables = reproduced(settings)
+    command = shlex.join(
+        [
+            *executable(),
+            "pulse",
+            "--once",
+            "--resume",
+            "--state-dir",
+            os.path.abspath(settings.state_dir),
+            *flags,
+        ]
+    )
+    prefix = " ".join(f"{name}={shlex.quote(value)}" for name, value in variables.items())
+    cron = cron_step(frequency)
+    lines = [
+        f"# a pulse every {render_duration(frequency)} (PULSE.md over the configuration);",
+        f"# cron fires at `{cron}` and `pulse --once` lives one only when it is due",
+    ]
+    if settings.raw_secrets:
+        names = ", ".join(sorted(settings.raw_secrets))
+        lines.append(f"# {names} are not copied here: give them to the scheduler as files")
+    lines.append(f"{cron} {(prefix + ' ') if prefix else ''}{command}")
+    environment = "".join(f"Environment={name}={value}\n" for name, value in variables.items())
+    lines += [
+        "",
+        "[Timer]",
+        "OnBootSec=5min",
+        f"OnUnitActiveSec={int(frequency.total_seconds())}s",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        f"{environment}ExecStart={command}",
+    ]
+    return "\n".join(lines)
+
+
+def render_duration(frequency: timedelta) -> str:
+    """`90m`, `6h`, `1d`, `45s`: the largest unit that divides it."""
+    seconds = int(frequency.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 @click.command("pulse")
 @runtime_options
-@click.option("--once", is_flag=True, help="Live one pulse now (for cron or a systemd timer).")
+@click.option(
+    "--once", is_flag=True, help="Live one pulse now if one is due (for cron or a timer)."
+)
 @click.option("--print-schedule", is_flag=True, help="Print a cron line and a systemd timer.")
 def pulse_command(once: bool, print_schedule: bool, **params: Any) -> None:
     """One pulse: a quiet cycle that tends memory, then does PULSE.md's tasks, under a cap."""
     settings = dataclasses.replace(settings_from(params), pulse=True)
     if print_schedule:
-        frequency = parse_frequency(settings.pulse_frequency)
-        command = (
-            f"singularity pulse --once --resume --state-dir {os.path.abspath(settings.state_dir)}"
-        )
-        click.echo(cron_line(frequency, command))
-        click.echo(
-            f"\n[Timer]\nOnBootSec=5min\nOnUnitActiveSec={int(frequency.total_seconds())}s\n"
-            f"\n[Service]\nType=oneshot\nExecStart={command}"
-        )
+        click.echo(schedule_text(settings))
         return
     if not once:
         raise click.UsageError("use --once (or `singularity run --pulse` for Pulse mode)")
-    window = quiet_window(settings, system_clock)
-    if window is not None:
-        print_json({"pulse": "skipped", "reason": f"quiet hours {window.render()}"})
+    reason = pulse_due(settings, system_clock)
+    if reason is not None:
+        print_json({"pulse": "skipped", "reason": reason})
         return
     asyncio.run(_pulse_once(settings))
 

@@ -23,6 +23,9 @@ class Budget(BaseModel):
     earned: Money
     children_funded: Money = Decimal(0)
     """Funds moved to children at spawn (decision 17); an extension readers may ignore."""
+    operator_credited: Money = Field(default=Decimal(0), exclude_if=lambda amount: amount == 0)
+    """Funds an operator added (an audited credit, never revenue); an extension, written
+    only once there is one."""
     last_operation: str | None = None
     """The operation id of the newest debit applied (decision 16); an extension."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from singularity.money import render_money
+from singularity.money import add, render_money
 
 Event = dict[str, Any]
 
@@ -20,14 +20,19 @@ def cycle_started(at: str, cycle: int) -> Event:
     return {"type": "cycle_started", "at": at, "cycle": cycle}
 
 
-def model_completed(at: str, cycle: int, prompt_tokens: int, completion_tokens: int) -> Event:
-    """A completion arrived; the total is recomputed."""
+def model_completed(
+    at: str, cycle: int, prompt_tokens: int, completion_tokens: int, model: str | None = None
+) -> Event:
+    """A completion arrived; the total is recomputed; `model` is the one that answered."""
     usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
-    return {"type": "model_completed", "at": at, "cycle": cycle, "usage": usage}
+    event: Event = {"type": "model_completed", "at": at, "cycle": cycle, "usage": usage}
+    if model is not None:
+        event["model"] = model
+    return event
 
 
 def cost_reserved(at: str, cycle: int, operation_id: str, api: Decimal, instance: Decimal) -> Event:
@@ -55,7 +60,7 @@ def cost_debited(
         "type": "cost_debited",
         "at": at,
         "cycle": cycle,
-        "amount": render_money(api + instance),
+        "amount": render_money(add(api, instance)),
         "operation_id": operation_id,
         "api": render_money(api),
         "instance": render_money(instance),
@@ -66,6 +71,27 @@ def cost_debited(
 def tool_finished(at: str, cycle: int, tool: str, status: str) -> Event:
     """A tool call finished."""
     return {"type": "tool_finished", "at": at, "cycle": cycle, "tool": tool, "status": status}
+
+
+def output_bounded(
+    at: str,
+    cycle: int,
+    tool: str,
+    mode: str,
+    rejection: str | None,
+    redactions: dict[str, int],
+) -> Event:
+    """A tool result was withheld (`rejection`) or passed with values replaced; journaled
+    just before its `tool_finished`, so a reader knows what the model was shown."""
+    return {
+        "type": "output_bounded",
+        "at": at,
+        "cycle": cycle,
+        "tool": tool,
+        "mode": mode,
+        "rejection": rejection,
+        "redactions": redactions,
+    }
 
 
 def revenue_credited(at: str, cycle: int, amount: Decimal, source: str) -> Event:
@@ -212,3 +238,149 @@ def journal_promoted(at: str, cycle: int, entry_id: str, target: str, ref: str) 
 def journal_purged(at: str, cycle: int, count: int) -> Event:
     """Entries older than the retention window were deleted."""
     return {"type": "journal_purged", "at": at, "cycle": cycle, "count": count}
+
+
+def journal_recovered(
+    at: str,
+    cycle: int,
+    reason: str,
+    set_aside: str | None,
+    kept: int,
+    lost: int,
+    unreachable: bool,
+) -> Event:
+    """The journal could not be read as it was: what was set aside, kept and lost (no text).
+
+    `reason` is `key_lost` (a fresh journal starts; the old one is crypto-shredded),
+    `foreign` (the database belonged to another journal) or `damaged` (salvaged).
+    """
+    return {
+        "type": "journal_recovered",
+        "at": at,
+        "cycle": cycle,
+        "reason": reason,
+        "set_aside": set_aside,
+        "kept": kept,
+        "lost": lost,
+        "unreachable": unreachable,
+    }
+
+
+def cycle_finished(at: str, cycle: int, status: str) -> Event:
+    """A cycle ended: `completed`, `tool_round_limit`, `budget_exhausted` or `cancelled`."""
+    return {"type": "cycle_finished", "at": at, "cycle": cycle, "status": status}
+
+
+def operator_message(at: str, cycle: int, request_id: str, size: int) -> Event:
+    """An operator's message reached the being in this cycle (its text is in the conversation)."""
+    return {
+        "type": "operator_message",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "bytes": size,
+    }
+
+
+def operator_paused(at: str, cycle: int, request_id: str, effect: str) -> Event:
+    """The operator paused the being (`effect`: `paused` or `already paused`)."""
+    return {
+        "type": "operator_paused",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "effect": effect,
+    }
+
+
+def operator_resumed(at: str, cycle: int, request_id: str, effect: str) -> Event:
+    """The operator resumed the being (`effect`: `resumed` or `was not paused`)."""
+    return {
+        "type": "operator_resumed",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "effect": effect,
+    }
+
+
+def operator_stopped(at: str, cycle: int, request_id: str, effect: str) -> Event:
+    """The operator stopped the being (`effect`: `stopping`, or why it was ignored)."""
+    return {
+        "type": "operator_stopped",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "effect": effect,
+    }
+
+
+def operator_credited(
+    at: str, cycle: int, operation_id: str, request_id: str, amount: Decimal, note: str
+) -> Event:
+    """The operator added funds: a trusted ledger entry that is never revenue."""
+    return {
+        "type": "operator_credited",
+        "at": at,
+        "cycle": cycle,
+        "amount": render_money(amount),
+        "operation_id": operation_id,
+        "request_id": request_id,
+        "note": note,
+    }
+
+
+def operator_sanctum_written(
+    at: str, cycle: int, request_id: str, path: str, size: int, before: str | None, after: str
+) -> Event:
+    """The operator wrote a sanctum file: its path, size and SHA-256 before and after."""
+    return {
+        "type": "operator_sanctum_written",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "path": path,
+        "bytes": size,
+        "sha256_before": before,
+        "sha256_after": after,
+    }
+
+
+def operator_request_refused(
+    at: str, cycle: int, request_id: str, kind: str, reason: str
+) -> Event:
+    """An operator request could not be applied; nothing changed."""
+    return {
+        "type": "operator_request_refused",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "kind": kind,
+        "reason": reason,
+    }
+
+
+def self_edit_proposed(at: str, cycle: int, proposal_id: str, tool: str, text: str) -> Event:
+    """Under review, the being proposed a change to its prompt, rules or learnings."""
+    return {
+        "type": "self_edit_proposed",
+        "at": at,
+        "cycle": cycle,
+        "proposal_id": proposal_id,
+        "tool": tool,
+        "text": text,
+    }
+
+
+def self_edit_decided(
+    at: str, cycle: int, request_id: str, proposal_id: str, decision: str
+) -> Event:
+    """The operator approved (applied) or refused a proposed self-edit."""
+    return {
+        "type": "self_edit_decided",
+        "at": at,
+        "cycle": cycle,
+        "request_id": request_id,
+        "proposal_id": proposal_id,
+        "decision": decision,
+    }

@@ -26,8 +26,11 @@ INITIAL_PROMPT = (
 
 
 def initial_prompt(name: str, specialty: str) -> str:
-    """The compiled-in system prompt of a new being, with its name and specialty."""
-    return INITIAL_PROMPT.replace("{name}", name).replace("{specialty}", specialty)
+    """The compiled-in system prompt of a new being, with its name and specialty as given.
+
+    One pass: a name holding `{specialty}` (or `{name}`) is kept as it is.
+    """
+    return INITIAL_PROMPT.format_map({"name": name, "specialty": specialty})
 
 
 class Mind(BaseModel):

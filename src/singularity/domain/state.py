@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from singularity.domain.budget import Budget
 from singularity.domain.identity import Identity
@@ -18,7 +20,8 @@ from singularity.domain.records import (
     Timestamp,
 )
 from singularity.errors import JsonFailure, StateError
-from singularity.jsoncodec import loads_strict
+from singularity.jsoncodec import loads_strict, pretty
+from singularity.text import safe_json
 
 SCHEMA_VERSION: Literal["being-v1"] = "being-v1"
 MAX_RECENT_ACTIONS = 100
@@ -73,8 +76,15 @@ class AgentState(BaseModel):
             del self.recent_actions[: len(self.recent_actions) - MAX_RECENT_ACTIONS]
 
     def to_json(self) -> bytes:
-        """The pretty JSON bytes written to `state.json`."""
-        return self.model_dump_json(indent=2).encode("utf-8")
+        """The pretty JSON bytes written to `state.json`; a state can always be saved.
+
+        A lone surrogate that reached the state past `safe_text` cannot be written as
+        UTF-8: rather than make the being unsavable, it is saved as U+FFFD.
+        """
+        try:
+            return self.model_dump_json(indent=2).encode("utf-8")
+        except PydanticSerializationError:
+            return pretty(safe_json(self.model_dump())).encode("utf-8")
 
 
 def parse_state(data: bytes) -> AgentState:
@@ -102,9 +112,18 @@ def parse_state(data: bytes) -> AgentState:
         raise JsonFailure(f"state.json does not match being-v1: {_first_error(error)}") from None
 
 
+_MAY_HOLD_SURROGATES = re.compile(rb"\\[uU][dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
 def _load_json(data: bytes) -> Any:
-    """Strict JSON (no NaN/Infinity, no duplicate keys) whose fractional numbers keep their text."""
-    return loads_strict(data, parse_float=JsonNumber)
+    """Strict JSON (no NaN/Infinity, no duplicate keys) whose fractional numbers keep their text.
+
+    A file is text from outside: a lone surrogate it spells (`\\ud800`) becomes U+FFFD.
+    """
+    document = loads_strict(data, parse_float=JsonNumber)
+    if _MAY_HOLD_SURROGATES.search(data):
+        document = safe_json(document)
+    return document
 
 
 def _first_error(error: ValidationError) -> str:

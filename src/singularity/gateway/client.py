@@ -12,6 +12,10 @@ per-request deadline, not httpx's per-phase one. Retry classes (§9.5, §18):
 - any failure of `health` or `models` is transient, except a health answer that is
   not `{"status": "ok"}`, which is permanent.
 
+Real servers (decision 22): a base URL ending in `/v1` or `/v1/` names the same server as
+the URL without it (OpenAI's convention), and a server with no `health` (404 or 405) or
+one answering it with an empty 200 is healthy when `GET v1/models` answers.
+
 Transport failures read `transport error: <httpx text, or its class name>`. Nothing
 is retried here; the loop decides. Nothing is read from the environment either:
 proxies and CA settings are httpx defaults unless the caller passes `trust_env=True`.
@@ -33,8 +37,10 @@ import httpx
 from singularity.errors import BramaError, RetryClass
 from singularity.gateway.auth import Auth, is_header_safe
 from singularity.gateway.wire import Completion, completion_body, parse_completion
-from singularity.jsoncodec import loads_strict
+from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.secrets import Scrubber
 from singularity.settings_check import is_loopback_url as is_loopback_url
+from singularity.text import safe_text
 from singularity.tools.base import ToolDefinition
 
 HEALTH_PATH: Final = "health"
@@ -42,17 +48,25 @@ MODELS_PATH: Final = "v1/models"
 COMPLETIONS_PATH: Final = "v1/chat/completions"
 ERROR_BODY_CHARS: Final = 800
 DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+MISSING_STATUSES: Final = (404, 405)
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
 def resolve_endpoint(base_url: str, reference: str) -> str:
-    """Resolve `reference` against `base_url` (RFC 3986); permanent error if unusable."""
+    """Resolve `reference` against `base_url` (RFC 3986); permanent error if unusable.
+
+    A base whose path ends in the segment `v1` (`…/v1` or `…/v1/`) stands for its parent:
+    `https://api.openai.com/v1` and `https://api.openai.com/` are the same server.
+    """
     try:
         base = httpx.URL(base_url)
     except (httpx.InvalidURL, TypeError, ValueError) as error:
         raise _permanent(f"invalid endpoint: {error}") from None
     if base.scheme not in ("http", "https") or not base.host:
         raise _permanent(f"invalid endpoint: not an absolute http or https URL: {base_url}")
+    path = base.path.rstrip("/")
+    if path == "/v1" or path.endswith("/v1"):
+        base = base.copy_with(path=path[: -len("v1")])
     return str(base.join(reference))
 
 
@@ -67,7 +81,7 @@ def _permanent(message: str) -> BramaError:
 
 
 def _transport_text(error: BaseException) -> str:
-    text = str(error).strip()
+    text = safe_text(str(error).strip())
     return f"transport error: {text or type(error).__name__}"
 
 
@@ -80,7 +94,7 @@ def http_error_message(status: int, body: bytes) -> str:
     if isinstance(document, dict):
         error = document.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return f"HTTP {status}: {error['message']}"
+            return f"HTTP {status}: {safe_text(error['message'])}"
     text = body.decode("utf-8", errors="replace")[:ERROR_BODY_CHARS]
     return f"HTTP {status}: {text}"
 
@@ -112,6 +126,8 @@ class BramaClient:
         clock: Callable[[], float] = time.time,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         trust_env: bool = False,
+        scrubber: Scrubber | None = None,
+        tool_choice: str | None = None,
     ) -> None:
         if auth.hmac_secret is not None and not is_header_safe(agent_id):
             raise _permanent("cannot initialize signer: agent id must be printable ASCII")
@@ -123,8 +139,11 @@ class BramaClient:
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.tool_choice = tool_choice
         self._clock = clock
         self._max_response_bytes = max_response_bytes
+        self._scrubber = scrubber or Scrubber()
+        """The runtime's secrets, withheld from every body sent and every text received."""
         self.last_request_body: bytes | None = None
         """The exact bytes of the last completion body sent (for tests and diagnostics)."""
         # trust_env=False: no proxy or certificate settings are read from the environment
@@ -153,10 +172,15 @@ class BramaClient:
         await self._http.aclose()
 
     async def _exchange(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes | None = None
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        content: bytes | None = None,
+        timeout: float | None = None,
     ) -> _Reply:
         request = self._http.build_request(method, url, headers=dict(headers), content=content)
-        async with asyncio.timeout(self.timeout):
+        async with asyncio.timeout(self.timeout if timeout is None else timeout):
             response = await self._http.send(request, stream=True)
             try:
                 body = bytearray()
@@ -172,13 +196,25 @@ class BramaClient:
         try:
             return await self._exchange("GET", url, self.auth.read_headers())
         except (httpx.HTTPError, TimeoutError, _TooLarge) as error:
-            raise BramaError(_failure_text(error, self.timeout), RetryClass.TRANSIENT) from None
+            text = self._scrubber.text(_failure_text(error, self.timeout))
+            raise BramaError(text, RetryClass.TRANSIENT) from None
 
     async def health(self) -> None:
-        """`GET health`; returns if the gateway reports `{"status": "ok"}`."""
+        """`GET health`; returns if the gateway reports `{"status": "ok"}`.
+
+        Without a `health` route (404, 405), or with an empty 200, the model list decides.
+        """
         reply = await self._get(self.health_url)
+        if reply.status in MISSING_STATUSES or (
+            200 <= reply.status <= 299 and not reply.body.strip()
+        ):
+            await self.models()
+            return
         if not 200 <= reply.status <= 299:
-            raise BramaError(http_error_message(reply.status, reply.body), RetryClass.TRANSIENT)
+            raise BramaError(
+                self._scrubber.text(http_error_message(reply.status, reply.body)),
+                RetryClass.TRANSIENT,
+            )
         try:
             document = loads_strict(reply.body)
         except (ValueError, RecursionError):
@@ -190,7 +226,10 @@ class BramaClient:
         """`GET v1/models`: the advertised model ids, in the gateway's order."""
         reply = await self._get(self.models_url)
         if not 200 <= reply.status <= 299:
-            raise BramaError(http_error_message(reply.status, reply.body), RetryClass.TRANSIENT)
+            raise BramaError(
+                self._scrubber.text(http_error_message(reply.status, reply.body)),
+                RetryClass.TRANSIENT,
+            )
         return _model_ids(reply.body)
 
     async def complete(
@@ -198,22 +237,33 @@ class BramaClient:
         model: str,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[ToolDefinition],
+        *,
+        timeout: float | None = None,
     ) -> Completion:
-        """`POST v1/chat/completions`, signed; the validated completion or a `BramaError`."""
-        body = completion_body(model, messages, self.max_tokens, self.temperature, tools)
+        """`POST v1/chat/completions`, signed; the validated completion or a `BramaError`.
+
+        `timeout` shortens the deadline of this one call (never lengthens it).
+        """
+        deadline = self.timeout if timeout is None else min(timeout, self.timeout)
+        body = completion_body(
+            model, messages, self.max_tokens, self.temperature, tools, self.tool_choice
+        )
+        scrub = self._scrubber
+        if scrub.found_in(body):  # decision 32: no secret of the runtime is ever sent
+            body = compact_utf8(scrub.json(loads_strict(body)))
         headers = self.auth.post_headers(self.agent_id, body, int(self._clock()))
         self.last_request_body = body
         try:
-            reply = await self._exchange("POST", self.completions_url, headers, body)
+            reply = await self._exchange("POST", self.completions_url, headers, body, deadline)
         except _NOT_SENT as error:
-            raise BramaError(_transport_text(error), RetryClass.TRANSIENT) from None
+            raise BramaError(scrub.text(_transport_text(error)), RetryClass.TRANSIENT) from None
         except (httpx.HTTPError, TimeoutError, _TooLarge) as error:
-            text = _failure_text(error, self.timeout)
+            text = scrub.text(_failure_text(error, deadline))
             raise BramaError(text, RetryClass.INDETERMINATE) from None
         if not 200 <= reply.status <= 299:
-            message = http_error_message(reply.status, reply.body)
+            message = scrub.text(http_error_message(reply.status, reply.body))
             raise BramaError(message, http_error_class(reply.status))
-        return parse_completion(reply.body)
+        return parse_completion(reply.body, scrub)
 
 
 class _TooLarge(Exception):
@@ -244,5 +294,5 @@ def _model_ids(body: bytes) -> list[str]:
             raise BramaError(
                 "invalid models response: every entry needs a string id", RetryClass.TRANSIENT
             )
-        ids.append(model_id)
+        ids.append(safe_text(model_id))
     return ids

@@ -2,20 +2,28 @@
 
 Parsing runs in two steps, as the spec separates them: first the shape (anything that
 is not the OpenAI completion shape is a `JsonFailure`), then the contract (a
-permanent `BramaError`, except `finish_reason` `length`, which decision 6 makes
-transient). Decision 6 leniencies: `content: null` is "", an empty `arguments`
+`BramaError`). Decision 6 leniencies: `content: null` is "", an empty `arguments`
 string is "{}", a tool call without `type` is a `function` call. `tool_calls: null`
 is read as no calls too; it breaks nothing and some servers send it.
+
+Decision 22, the replies real servers send: tool calls are run whatever the
+`finish_reason` (OpenAI with a named `tool_choice`, older vLLM and SGLang answer
+`stop`); `length` with text keeps the text (`Completion.truncated`); `length` that cut
+a tool call's arguments, or left nothing at all, is transient; a reply without `usage`
+(or `usage: null`) has `usage` None, and the cycle charges its reservation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from singularity.errors import BramaError, JsonFailure, RetryClass
-from singularity.jsoncodec import compact, loads_strict
+from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.secrets import Scrubber
+from singularity.text import safe_json
 from singularity.tools.base import JsonObject, ToolDefinition
 
 FINISH_STOP: Final = "stop"
@@ -29,10 +37,13 @@ def completion_body(
     max_tokens: int,
     temperature: float,
     tools: Sequence[ToolDefinition],
+    tool_choice: str | None = None,
 ) -> bytes:
     """The compact UTF-8 request body, keys `model, messages, max_tokens, temperature, tools`.
 
-    `tools` is omitted when the catalogue is empty: OpenAI refuses an empty array.
+    `tools` is omitted when the catalogue is empty: OpenAI refuses an empty array. Spec §9.3
+    sends no `tool_choice`; a configured one follows `tools` (llama-cpp-python's server
+    offers the tools to its model only when the request names one).
     """
     body: dict[str, Any] = {
         "model": model,
@@ -42,7 +53,9 @@ def completion_body(
     }
     if tools:
         body["tools"] = [tool.wire() for tool in tools]
-    return compact(body).encode("utf-8")
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+    return compact_utf8(body)
 
 
 @dataclass(frozen=True)
@@ -74,14 +87,19 @@ class Usage:
 
 @dataclass(frozen=True)
 class Completion:
-    """One validated model answer."""
+    """One validated model answer; `usage` is None when the server reported none."""
 
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = FINISH_STOP
-    usage: Usage = field(default_factory=lambda: Usage(0, 0, 0))
+    usage: Usage | None = field(default_factory=lambda: Usage(0, 0, 0))
     model: str = ""
     id: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the answer was cut at `max_tokens` (its text is kept, decision 22)."""
+        return self.finish_reason == FINISH_LENGTH
 
 
 class _Shape(Exception):
@@ -161,9 +179,19 @@ class _Response:
     id: str
     model: str
     choices: list[_Choice]
-    prompt_tokens: int
-    completion_tokens: int
-    reported_total: int
+    usage: tuple[int, int, int] | None
+    """Prompt, completion and reported total tokens; None when the reply has no usage."""
+
+
+def _usage(top: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    if top.get("usage") is None:
+        return None
+    usage = _object(top["usage"], "usage")
+    return (
+        _count(usage, "prompt_tokens"),
+        _count(usage, "completion_tokens"),
+        _count(usage, "total_tokens"),
+    )
 
 
 def _shape(document: Any) -> _Response:
@@ -173,15 +201,22 @@ def _shape(document: Any) -> _Response:
     raw_choices = _field(top, "choices", "")
     if not isinstance(raw_choices, list):
         raise _Shape("choices must be an array")
-    usage = _object(_field(top, "usage", ""), "usage")
     return _Response(
         id=identifier,
         model=model,
         choices=[_choice(choice, f"choices[{index}]") for index, choice in enumerate(raw_choices)],
-        prompt_tokens=_count(usage, "prompt_tokens"),
-        completion_tokens=_count(usage, "completion_tokens"),
-        reported_total=_count(usage, "total_tokens"),
+        usage=_usage(top),
     )
+
+
+def _cut_call(calls: Sequence[ToolCall]) -> ToolCall | None:
+    """The first call whose arguments are not a whole JSON value (a reply cut mid-call)."""
+    for call in calls:
+        try:
+            loads_strict(call.arguments)
+        except (ValueError, RecursionError):
+            return call
+    return None
 
 
 def _contract(response: _Response) -> Completion:
@@ -191,35 +226,57 @@ def _contract(response: _Response) -> Completion:
     reason = choice.finish_reason
     if reason == FINISH_TOOL_CALLS and not choice.tool_calls:
         raise BramaError("tool_calls finish reason without calls", retry=RetryClass.PERMANENT)
-    if reason == FINISH_STOP and choice.tool_calls:
-        raise BramaError("stop finish reason with tool calls", retry=RetryClass.PERMANENT)
-    if reason not in (FINISH_STOP, FINISH_TOOL_CALLS):
-        # Decision 6: a truncated answer may succeed next cycle, so only `length` is transient.
-        retry = RetryClass.TRANSIENT if reason == FINISH_LENGTH else RetryClass.PERMANENT
-        raise BramaError(f"unsupported finish reason: {reason}", retry=retry)
-    total = response.prompt_tokens + response.completion_tokens
-    if response.reported_total != 0 and response.reported_total != total:
-        raise BramaError(
-            "usage total does not match prompt plus completion", retry=RetryClass.PERMANENT
-        )
+    if reason == FINISH_LENGTH:
+        # A cut answer may succeed next cycle: transient unless there is something to keep.
+        cut = _cut_call(choice.tool_calls)
+        if cut is not None:
+            raise BramaError(
+                f"finish reason length cut the arguments of tool call {cut.name}",
+                retry=RetryClass.TRANSIENT,
+            )
+        if not choice.tool_calls and not choice.content:
+            raise BramaError("finish reason length with no text", retry=RetryClass.TRANSIENT)
+    elif not choice.tool_calls and reason != FINISH_STOP:
+        raise BramaError(f"unsupported finish reason: {reason}", retry=RetryClass.PERMANENT)
+    usage = None
+    if response.usage is not None:
+        prompt, completion, reported = response.usage
+        if reported not in (0, prompt + completion):
+            raise BramaError(
+                "usage total does not match prompt plus completion", retry=RetryClass.PERMANENT
+            )
+        usage = Usage(prompt, completion, prompt + completion)
     return Completion(
         content=choice.content,
         tool_calls=choice.tool_calls,
         finish_reason=reason,
-        usage=Usage(response.prompt_tokens, response.completion_tokens, total),
+        usage=usage,
         model=response.model,
         id=response.id,
     )
 
 
-def parse_completion(body: bytes | str) -> Completion:
-    """Read and validate a completion response body (spec §9.4 with decision 6)."""
+def parse_completion(body: bytes | str, scrubber: Scrubber | None = None) -> Completion:
+    """Read and validate a completion response body (spec §9.4 with decisions 6 and 22).
+
+    Its text is made safe (`safe_json`), and the runtime's own secrets it echoes are
+    withheld (`scrubber`, decision 32) before anything reads it.
+    """
     try:
-        document = loads_strict(body)
-    except (ValueError, RecursionError) as error:
+        document = safe_json(loads_strict(body))
+        if scrubber is not None:
+            document = scrubber.withheld(document)
+    except ValueError as error:
         raise JsonFailure(f"invalid completion response: not JSON: {error}") from None
     try:
         response = _shape(document)
     except _Shape as error:
         raise JsonFailure(f"invalid completion response: {error}") from None
-    return _contract(response)
+    completion = _contract(response)
+    if scrubber:
+        calls = [
+            dataclasses.replace(call, arguments=scrubber.json_text(call.arguments))
+            for call in completion.tool_calls
+        ]
+        completion = dataclasses.replace(completion, tool_calls=calls)
+    return completion

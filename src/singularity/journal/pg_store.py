@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -22,6 +22,7 @@ from pgvector import Vector as PgVector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
+from singularity.journal.pg_link import Link
 from singularity.journal.records import EVERYTHING, Filter, JournalError, Row, Vector
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ COLUMNS = (
     "thread_id, seq, redacted, promoted, promoted_at, promoted_ref"
 )
 EF_SEARCH = 100
+T = TypeVar("T")
 
 
 def schema_name(journal_id: str) -> str:
@@ -96,30 +98,40 @@ class PostgresStore:
 
     backend = "postgresql"
 
-    def __init__(self, connection: psycopg.Connection[Any], schema: str) -> None:
-        self.db = connection
+    def __init__(self, schema: str) -> None:
         self.schema = schema
         self.table = sql.Identifier(schema, "self")
         self._indexed: set[str] = set()
+        self.link: Link | None = None
+
+    @property
+    def db(self) -> psycopg.Connection[Any]:
+        """The current connection (it changes when the link reconnects)."""
+        assert self.link is not None
+        return self.link.db
+
+    @property
+    def notices(self) -> list[str]:
+        """What the activity journal should say: connections lost and back."""
+        return self.link.notices if self.link is not None else []
 
     @classmethod
     def open(cls, url: str, journal_id: str) -> PostgresStore:
         """Connect, make sure pgvector, the schema, the table and its grants exist."""
-        schema = schema_name(journal_id)
+        store = cls(schema_name(journal_id))
         try:
-            connection = psycopg.connect(url, autocommit=True, connect_timeout=10)
-        except psycopg.Error as error:
+            store.link = Link(url, store._prepare)
+        except psycopg.OperationalError as error:
             raise JournalError(f"cannot connect to the journal database: {error}") from None
-        try:
-            store = cls(connection, schema)
-            store._prepare()
         except psycopg.Error as error:
-            connection.close()
             raise JournalError(f"cannot prepare the journal database: {error}") from None
         return store
 
-    def _prepare(self) -> None:
-        db = self.db
+    def _run(self, action: Callable[[psycopg.Connection[Any]], T]) -> T:
+        assert self.link is not None
+        return self.link.run(action)
+
+    def _prepare(self, db: psycopg.Connection[Any]) -> None:
         installed = db.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
         if installed is None:
             db.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -161,66 +173,64 @@ class PostgresStore:
         if model in self._indexed:
             return
         name = "self_hnsw_" + hashlib.sha256(model.encode("utf-8")).hexdigest()[:16]
-        self.db.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
-                "((embedding::vector({})) vector_cosine_ops) WHERE embedding_model = {}"
-            ).format(sql.Identifier(name), self.table, sql.Literal(dimensions), sql.Literal(model))
-        )
+        query = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw "
+            "((embedding::vector({})) vector_cosine_ops) WHERE embedding_model = {}"
+        ).format(sql.Identifier(name), self.table, sql.Literal(dimensions), sql.Literal(model))
+        self._run(lambda db: db.execute(query))
         self._indexed.add(model)
 
     def insert(self, row: Row) -> None:
         """Add one row (committed on return)."""
         if row.embedding is not None and row.embedding_model is not None:
             self._ensure_index(row.embedding_model, len(row.embedding))
-        self.db.execute(
-            sql.SQL("INSERT INTO {} ({}, dims) VALUES ({})").format(
-                self.table, sql.SQL(COLUMNS), sql.SQL(", ".join(["%s"] * 16))
-            ),
-            (
-                row.id,
-                row.created_at,
-                row.mood,
-                row.ciphertext,
-                row.nonce,
-                row.key_id,
-                row.embedding,
-                row.embedding_model,
-                row.embedded_at,
-                row.thread_id,
-                row.seq,
-                row.redacted,
-                row.promoted,
-                row.promoted_at,
-                row.promoted_ref,
-                None if row.embedding is None else len(row.embedding),
-            ),
+        # ON CONFLICT: after a lost connection the insert may be run again.
+        query = sql.SQL("INSERT INTO {} ({}, dims) VALUES ({}) ON CONFLICT (id) DO NOTHING").format(
+            self.table, sql.SQL(COLUMNS), sql.SQL(", ".join(["%s"] * 16))
         )
+        values = (
+            row.id,
+            row.created_at,
+            row.mood,
+            row.ciphertext,
+            row.nonce,
+            row.key_id,
+            row.embedding,
+            row.embedding_model,
+            row.embedded_at,
+            row.thread_id,
+            row.seq,
+            row.redacted,
+            row.promoted,
+            row.promoted_at,
+            row.promoted_ref,
+            None if row.embedding is None else len(row.embedding),
+        )
+        self._run(lambda db: db.execute(query, values))
 
     def update(self, row: Row) -> None:
         """Write back the mutable fields."""
         if row.embedding is not None and row.embedding_model is not None:
             self._ensure_index(row.embedding_model, len(row.embedding))
-        self.db.execute(
-            sql.SQL(
-                "UPDATE {} SET content = %s, nonce = %s, key_id = %s, embedding = %s, dims = %s, "
-                "embedding_model = %s, embedded_at = %s, promoted = %s, promoted_at = %s, "
-                "promoted_ref = %s WHERE id = %s"
-            ).format(self.table),
-            (
-                row.ciphertext,
-                row.nonce,
-                row.key_id,
-                row.embedding,
-                None if row.embedding is None else len(row.embedding),
-                row.embedding_model,
-                row.embedded_at,
-                row.promoted,
-                row.promoted_at,
-                row.promoted_ref,
-                row.id,
-            ),
+        query = sql.SQL(
+            "UPDATE {} SET content = %s, nonce = %s, key_id = %s, embedding = %s, dims = %s, "
+            "embedding_model = %s, embedded_at = %s, promoted = %s, promoted_at = %s, "
+            "promoted_ref = %s WHERE id = %s"
+        ).format(self.table)
+        values = (
+            row.ciphertext,
+            row.nonce,
+            row.key_id,
+            row.embedding,
+            None if row.embedding is None else len(row.embedding),
+            row.embedding_model,
+            row.embedded_at,
+            row.promoted,
+            row.promoted_at,
+            row.promoted_ref,
+            row.id,
         )
+        self._run(lambda db: db.execute(query, values))
 
     def rows(self, where: Filter = EVERYTHING, ids: Sequence[str] | None = None) -> list[Row]:
         """Matching rows, oldest first."""
@@ -235,13 +245,14 @@ class PostgresStore:
         query = sql.SQL("SELECT {} FROM {}{} ORDER BY created_at, id").format(
             sql.SQL(COLUMNS), self.table, clause
         )
-        return [_row(record) for record in self.db.execute(query, values).fetchall()]
+        found = self._run(lambda db: db.execute(query, values).fetchall())
+        return [_row(record) for record in found]
 
     def count(self, where: Filter = EVERYTHING) -> int:
         """How many rows match."""
         clause, values = _where(where)
         query = sql.SQL("SELECT count(*) FROM {}{}").format(self.table, clause)
-        found = self.db.execute(query, values).fetchone()
+        found = self._run(lambda db: db.execute(query, values).fetchone())
         return int(found[0]) if found else 0
 
     def nearest(self, model: str, vector: Vector, k: int, where: Filter) -> list[tuple[str, float]]:
@@ -257,7 +268,7 @@ class PostgresStore:
         query = sql.SQL("SELECT id, {} FROM {}{} ORDER BY {} LIMIT {}").format(
             distance, self.table, clause, distance, sql.Literal(k)
         )
-        found = self.db.execute(query, [vector, *values, vector]).fetchall()
+        found = self._run(lambda db: db.execute(query, [vector, *values, vector]).fetchall())
         pairs = [(str(ident), 1.0 - float(dist)) for ident, dist in found]
         return sorted(pairs, key=lambda pair: -pair[1])
 
@@ -265,23 +276,24 @@ class PostgresStore:
         """Delete old rows, then vacuum the table so dead tuples are cleaned soon."""
         condition = "created_at < %s" + (" AND NOT promoted" if keep_promoted else "")
         query = sql.SQL("DELETE FROM {} WHERE " + condition).format(self.table)
-        count = self.db.execute(query, (before,)).rowcount
+        count = self._run(lambda db: db.execute(query, (before,)).rowcount)
         if count:
-            self.db.execute(sql.SQL("VACUUM {}").format(self.table))
+            vacuum = sql.SQL("VACUUM {}").format(self.table)
+            self._run(lambda db: db.execute(vacuum))
         return count
 
     def key_ids(self) -> set[str]:
         """Key ids still in use."""
         query = sql.SQL("SELECT DISTINCT key_id FROM {}").format(self.table)
-        return {kid for (kid,) in self.db.execute(query).fetchall()}
+        return {kid for (kid,) in self._run(lambda db: db.execute(query).fetchall())}
 
     def destroy(self) -> None:
         """Drop the journal's schema, table and indexes."""
-        self.db.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-        )
+        query = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+        self._run(lambda db: db.execute(query))
         self._indexed.clear()
 
     def close(self) -> None:
         """Close the connection."""
-        self.db.close()
+        if self.link is not None:
+            self.link.close()

@@ -25,7 +25,6 @@ MAX_SUMMARY_BYTES = 2048
 MAX_MOOD_BYTES = 32
 MAX_THREAD_BYTES = 64
 DEFAULT_RETENTION_DAYS = 30
-PLACEHOLDER = "[private journal content omitted]"
 EMBEDDER_CHOICES = ("auto", "minilm", "hashing")
 
 
@@ -46,6 +45,8 @@ class Row:
     key_id: str
     mood: str | None = None
     embedding: Vector | None = field(default=None, repr=False)
+    sealed_embedding: bytes | None = field(default=None, repr=False)
+    """The vector as the SQLite file holds it, encrypted (when it was not opened)."""
     embedding_model: str | None = None
     embedded_at: datetime | None = None
     thread_id: str | None = None

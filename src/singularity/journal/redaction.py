@@ -32,10 +32,20 @@ _CLOUD_KEYS = re.compile(
     r"|DefaultEndpointsProtocol=[^\s]*AccountKey="
     r")"
 )
+# `key=value` or `key: value` after a credential word. In `=` form (configuration, code)
+# any value counts; after a colon (prose: "Auth: failed") only a value shaped like a
+# credential does: a digit or symbol in it, mixed case, or 12 characters and more.
 _PASSWORD = re.compile(
     r"(?<![A-Za-z])(?:password|passwd|passphrase|pwd|secret|api[_-]?key|access[_-]?key|token|auth)"
-    r"\s*[:=]\s*(?!\s)[\"']?[^\s\"']{3,}",
+    r"\s*(?P<sign>[:=])\s*(?!\s)[\"']?(?P<value>[^\s\"']{3,})",
     re.I,
+)
+_TRAILING = ".,;:!?)]}"
+# An AWS secret access key (and keys like it): 40 characters of base64 with upper and
+# lower case and a digit or `/` or `+`; hex digests (one case only) are not matched.
+_SECRET_40 = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_IBAN = re.compile(
+    r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?(?![A-Za-z0-9])"
 )
 _EMAIL = re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
 _PHONE = re.compile(
@@ -43,7 +53,14 @@ _PHONE = re.compile(
     r"|(?<![\w+])\+\d{9,14}(?!\w)"
 )
 _CARD = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
-_DATE_LIKE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+# Dates, times and IPv4 addresses are taken out before phone numbers are looked for.
+_NOT_PHONE = re.compile(
+    r"\d{4}[-./]\d{1,2}[-./]\d{1,2}"
+    r"(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}"
+    r"|(?<![\d.])\d{1,2}:\d{2}(?::\d{2})?(?![\d:])"
+    r"|(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])"
+)
 
 
 def _luhn(digits: str) -> bool:
@@ -65,10 +82,46 @@ def _has_card(text: str) -> bool:
 
 
 def _has_phone(text: str) -> bool:
-    for match in _PHONE.finditer(text):
-        found = match.group(0).strip()
-        digits = re.sub(r"\D", "", found)
-        if 9 <= len(digits) <= 15 and not _DATE_LIKE.fullmatch(found):
+    for match in _PHONE.finditer(_NOT_PHONE.sub(" ", text)):
+        digits = re.sub(r"\D", "", match.group(0))
+        if 9 <= len(digits) <= 15:
+            return True
+    return False
+
+
+def _credential_like(value: str) -> bool:
+    value = value.rstrip(_TRAILING)
+    if len(value) < 3:
+        return False
+    if any(not char.isalpha() for char in value):
+        return True
+    return len(value) >= 12 or not (value.islower() or value.isupper() or value.istitle())
+
+
+def _has_password(text: str) -> bool:
+    for match in _PASSWORD.finditer(text):
+        if match.group("sign") == "=" or _credential_like(match.group("value")):
+            return True
+    return False
+
+
+def _has_secret_40(text: str) -> bool:
+    for match in _SECRET_40.finditer(text):
+        token = match.group(0)
+        has_cases = any(c.isupper() for c in token) and any(c.islower() for c in token)
+        if has_cases and any(c.isdigit() or c in "/+" for c in token):
+            return True
+    return False
+
+
+def _has_iban(text: str) -> bool:
+    for match in _IBAN.finditer(text):
+        compact = match.group(0).replace(" ", "")
+        if not 15 <= len(compact) <= 34:
+            continue
+        moved = compact[4:] + compact[:4]
+        number = "".join(str(int(char, 36)) for char in moved)
+        if int(number) % 97 == 1:
             return True
     return False
 
@@ -81,10 +134,11 @@ CHECKS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("private_key", _matches(_PRIVATE_KEY)),
     ("bearer_token", _matches(_BEARER)),
     ("api_token", _matches(_TOKEN_SHAPES)),
-    ("cloud_key", _matches(_CLOUD_KEYS)),
-    ("password", _matches(_PASSWORD)),
+    ("cloud_key", lambda text: _CLOUD_KEYS.search(text) is not None or _has_secret_40(text)),
+    ("password", _has_password),
     ("email", _matches(_EMAIL)),
     ("card_number", _has_card),
+    ("bank_account", _has_iban),
     ("phone_number", _has_phone),
 )
 CATEGORIES = tuple(name for name, _ in CHECKS)

@@ -9,21 +9,24 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from singularity.journal import redaction
-from singularity.journal.keyring import ForeignKeyFile, Keyring, Unreadable, key_path, load_keyring
+from singularity.journal import recovery, redaction
+from singularity.journal.keyring import Keyring, Unreadable
 from singularity.journal.records import (
     MAX_ENTRIES_PER_DAY,
     Filter,
     JournalError,
     Row,
+    Vector,
 )
-from singularity.journal.store import JournalStore, describe, open_store
+from singularity.journal.recovery import Recovery
+from singularity.journal.sqlite_store import is_damage
+from singularity.journal.store import JournalStore, describe
 from singularity.storage import fsio
 from singularity.timestamps import Clock, render_timestamp, system_clock
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 EMBED_BATCH = 64
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class JournalConfig:
     """Where the journal lives and how it behaves."""
 
     state_dir: str
+    being: str = ""
+    """The fingerprint of the being the journal serves (its identity and birth time)."""
     url: str | None = None
     key_file: str | None = None
     retention_days: int = 30
@@ -65,10 +71,39 @@ class Recalled:
     mood: str | None
     score: float | None
     text: str
+    thread_id: str | None = None
+    seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What `verify` found: rows read, ids failing authentication, and any file damage."""
+
+    checked: int
+    failed: list[str]
+    damage: list[str]
+    """SQLite's own words on what is wrong with the file (empty when it is sound)."""
+    lost: list[str]
+    """Ids of rows the damage made unreadable."""
+    unreachable: bool
+    """Whether rows whose ids are unreadable too may be lost."""
+
+    @property
+    def sound(self) -> bool:
+        """Whether nothing at all is wrong."""
+        return not (self.failed or self.damage or self.lost or self.unreachable)
+
+    def summary(self) -> tuple[int, list[str]]:
+        """(rows checked, ids that failed authentication)."""
+        return self.checked, self.failed
 
 
 class CapReached(JournalError):
     """The daily entry cap is used up."""
+
+
+class Damaged(JournalError):
+    """The journal's database file is damaged (salvage reads what is left)."""
 
 
 def _is_store_error(error: BaseException) -> bool:
@@ -87,6 +122,8 @@ def guarded(action: str) -> Iterator[None]:
     except Exception as error:
         if not _is_store_error(error):
             raise
+        if is_damage(error):
+            raise Damaged(f"cannot {action}: the journal database is damaged") from None
         raise JournalError(f"cannot {action}: {type(error).__name__}") from None
 
 
@@ -106,6 +143,8 @@ class Journal:
         self.store = store
         self.embedder = embedder
         self.clock = clock
+        self.recoveries: list[Recovery] = []
+        """What was done to make the journal readable, for the activity journal to record."""
 
     @property
     def retention(self) -> timedelta:
@@ -122,6 +161,9 @@ class Journal:
 
     def write(self, text: str, mood: str | None, thread_id: str | None) -> Written:
         """Scan, seal, embed and store one entry (blanked when the scanner finds something)."""
+        return self._healing(lambda: self._write(text, mood, thread_id))
+
+    def _write(self, text: str, mood: str | None, thread_id: str | None) -> Written:
         from singularity.journal.embedders import as_vector
 
         now = self.now()
@@ -163,6 +205,16 @@ class Journal:
         thread_id: str | None = None,
     ) -> tuple[list[Recalled], int]:
         """The best `k` unexpired entries for the query, decrypted; and how many failed."""
+        return self._healing(lambda: self._recall(query, k, since, mood, thread_id))
+
+    def _recall(
+        self,
+        query: str,
+        k: int,
+        since: datetime | None,
+        mood: str | None,
+        thread_id: str | None,
+    ) -> tuple[list[Recalled], int]:
         from singularity.journal.embedders import as_vector
 
         start = self.window_start()
@@ -199,8 +251,59 @@ class Journal:
             except Unreadable:
                 failed += 1
                 continue
-            found.append(Recalled(ident, held.created_at, held.mood, score, text))
+            found.append(
+                Recalled(ident, held.created_at, held.mood, score, text, held.thread_id, held.seq)
+            )
         return found, failed
+
+    def vector_of(self, row: Row) -> Vector | None:
+        """A row's vector in the clear (opening a sealed one); None when it has none or it
+        cannot be opened."""
+        import numpy as np
+
+        if row.embedding is not None or row.sealed_embedding is None:
+            return row.embedding
+        try:
+            data = self.keyring.open_vector(
+                row.id, row.created_at, row.key_id, row.sealed_embedding
+            )
+        except Unreadable:
+            return None
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+    def _open_vector(self, row: Row) -> None:
+        """Put a row's sealed vector in the clear (or drop it, to be embedded again)."""
+        vector = self.vector_of(row)
+        if vector is None and row.sealed_embedding is not None:
+            row.embedding_model = None
+        row.embedding, row.sealed_embedding = vector, None
+
+    def salvage(self) -> Recovery:
+        """Keep every readable entry in a fresh file and set the damaged one aside (SQLite)."""
+        from singularity.journal.sqlite_store import SqliteStore
+
+        if not isinstance(self.store, SqliteStore):
+            raise JournalError("only an SQLite journal file can be salvaged")
+        with guarded("salvage the journal"):
+            self.store, done = recovery.salvage(self.store, self.keyring, self.now())
+        self.recoveries.append(done)
+        return done
+
+    def heal(self) -> Recovery | None:
+        """Salvage the SQLite file when its quick check finds damage; None when it is sound."""
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or not recovery.damage(path, quick=True):
+            return None
+        return self.salvage()
+
+    def _healing(self, action: Callable[[], T]) -> T:
+        """Run a being's operation; on a damaged file, salvage once and run it again."""
+        try:
+            return action()
+        except Damaged:
+            if self.heal() is None:
+                raise
+            return action()
 
     def entry(self, entry_id: str) -> Row | None:
         """An unexpired entry's row (no text), or None."""
@@ -233,17 +336,28 @@ class Journal:
             self.keyring.drop_keys(self.store.key_ids())
         return count
 
-    def verify(self) -> tuple[int, list[str]]:
-        """Authenticate every row: (rows checked, ids that failed)."""
-        with guarded("read the journal"):
-            rows = self.store.rows()
+    def verify(self) -> Verified:
+        """Authenticate every row; on a damaged SQLite file, every row still readable, and
+        name the damage and the rows it made unreadable."""
+        from singularity.journal.sqlite_store import row_of
+
+        path = getattr(self.store, "path", None)
+        damage = recovery.damage(path) if isinstance(path, str) else []
+        lost: list[str] = []
+        unreachable = False
+        if damage and isinstance(path, str):
+            records, lost, unreachable = recovery.readable_rows(path)
+            rows = [row_of(record) for record in records]
+        else:
+            with guarded("read the journal"):
+                rows = self.store.rows()
         failed = []
         for row in rows:
             try:
                 self.keyring.open(row)
             except Unreadable:
                 failed.append(row.id)
-        return len(rows), failed
+        return Verified(len(rows), failed, damage, lost, unreachable)
 
     def rotate_key(self) -> tuple[str, int, list[str]]:
         """Re-seal every readable row under a new key; drop keys no row needs any more."""
@@ -258,6 +372,7 @@ class Journal:
                 except Unreadable:
                     failed.append(row.id)
                     continue
+                self._open_vector(row)  # to be sealed again under the new key
                 row.nonce, row.ciphertext, row.key_id = self.keyring.seal(
                     row.id, row.created_at, text
                 )
@@ -265,6 +380,11 @@ class Journal:
                 moved += 1
             self.keyring.drop_keys(self.store.key_ids())
         return new, moved, failed
+
+    def pending_embeddings(self) -> int:
+        """How many entries (redacted ones aside) lack a vector of the current model."""
+        with guarded("read the journal"):
+            return self.store.count(Filter(lacking_model=self.embedder.name))
 
     def embed_pending(self, limit: int | None = None) -> tuple[int, list[str]]:
         """Embed rows that lack a vector of the current model: (embedded, unreadable ids)."""
@@ -342,29 +462,3 @@ class Journal:
         """Close the store."""
         with guarded("close the journal"):
             self.store.close()
-
-
-def open_journal(
-    config: JournalConfig,
-    clock: Clock = system_clock,
-    *,
-    create: bool = True,
-    embedder: Embedder | None = None,
-) -> Journal | None:
-    """Open (or, when allowed, create) a being's journal; None when there is none yet."""
-    now = clock().astimezone(UTC)
-    path = key_path(config.state_dir, config.key_file)
-    try:
-        keyring = load_keyring(path, config.state_dir, now, create=create)
-    except ForeignKeyFile:
-        log.warning("the journal key file serves another being; using this being's own key file")
-        keyring = load_keyring(
-            key_path(config.state_dir, None), config.state_dir, now, create=create
-        )
-    if keyring is None:
-        return None
-    from singularity.journal.embedders import make_embedder
-
-    chosen = embedder or make_embedder(config.embedder)
-    store = open_store(config.url, config.state_dir, keyring.journal_id)
-    return Journal(config, keyring, store, chosen, clock)

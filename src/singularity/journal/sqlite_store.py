@@ -1,7 +1,11 @@
 """The default backend: `<state-dir>/journal.sqlite3`, 0600, WAL, synchronous=FULL.
 
-Recall is an exact cosine scan in NumPy over the vectors of one model, kept in memory
-between calls and reloaded when another connection (the CLI) changed the file.
+Vectors are encrypted like the text they were made from (AES-256-GCM under the row's
+key, through the journal's keyring): the file alone says nothing of what an entry means.
+Recall decrypts the vectors of one model and runs an exact cosine scan in NumPy; the
+decrypted matrix stays in this process's memory between calls and is reloaded when
+another connection (the CLI) changed the file. Vectors an older version stored in the
+clear are encrypted when the file is opened.
 `secure_delete` zeroes deleted rows; after a purge the WAL is checkpointed and
 truncated, and the file is vacuumed once enough pages are free, so deleted ciphertext
 does not linger in free pages or old WAL frames.
@@ -19,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from singularity.journal.keyring import NONCE_BYTES, TAG_BYTES, Keyring, Unreadable
 from singularity.journal.records import (
     EVERYTHING,
     Filter,
@@ -55,6 +60,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_created ON entries (created_us);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+SELECTED = COLUMNS + ", dims"
 VACUUM_FREE_FRACTION = 0.1
 
 
@@ -66,14 +72,28 @@ def _optional_time(micros: int | None) -> datetime | None:
     return None if micros is None else from_micros(micros)
 
 
-def _blob(vector: Vector | None) -> bytes | None:
-    return None if vector is None else vector.astype("<f4").tobytes()
+def _clear(blob: bytes, dims: int | None) -> bool:
+    """Whether a stored vector is in the clear (as an older version wrote it)."""
+    return dims is not None and len(blob) == 4 * dims
 
 
-def _row(record: tuple[Any, ...]) -> Row:
+def _dims(row: Row) -> int | None:
+    if row.embedding is not None:
+        return len(row.embedding)
+    if row.sealed_embedding is not None:
+        return (len(row.sealed_embedding) - NONCE_BYTES - TAG_BYTES) // 4
+    return None
+
+
+def row_of(record: tuple[Any, ...]) -> Row:
+    """A row of `SELECT {SELECTED}` as a `Row` (its vector still sealed)."""
     (ident, created, mood, cipher, nonce, key_id, blob, model, embedded, thread, seq) = record[:11]
-    redacted, promoted, promoted_us, ref = record[11:]
-    vector = None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    redacted, promoted, promoted_us, ref, dims = record[11:]
+    vector, sealed = None, None
+    if blob is not None and _clear(blob, dims):
+        vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
+    elif blob is not None:
+        sealed = bytes(blob)
     return Row(
         id=ident,
         created_at=from_micros(created),
@@ -82,6 +102,7 @@ def _row(record: tuple[Any, ...]) -> Row:
         key_id=key_id,
         mood=mood,
         embedding=vector,
+        sealed_embedding=sealed,
         embedding_model=model,
         embedded_at=_optional_time(embedded),
         thread_id=thread,
@@ -113,6 +134,16 @@ def _where(where: Filter) -> tuple[str, list[Any]]:
         clauses.append("NOT redacted AND (embedding_model IS NULL OR embedding_model != ?)")
         values.append(where.lacking_model)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a database error means the file itself is damaged."""
+    if not isinstance(error, sqlite3.DatabaseError) or isinstance(
+        error, sqlite3.OperationalError | sqlite3.IntegrityError
+    ):
+        return False
+    text = str(error).lower()
+    return "malformed" in text or "not a database" in text or "corrupt" in text
 
 
 @dataclass
@@ -177,14 +208,22 @@ class SqliteStore:
 
     backend = "sqlite"
 
-    def __init__(self, path: str, connection: sqlite3.Connection) -> None:
+    def __init__(
+        self, path: str, connection: sqlite3.Connection, keyring: Keyring | None = None
+    ) -> None:
         self.path = path
         self.db = connection
+        self.keyring = keyring
+        """Seals and opens vectors; without it they are stored in the clear."""
+        self.notices: list[str] = []
         self._vectors: _Vectors | None = None
 
     @classmethod
-    def open(cls, path: str, journal_id: str) -> SqliteStore:
-        """Open (creating 0600) the database and its schema; refuse another journal's file."""
+    def open(cls, path: str, journal_id: str, keyring: Keyring | None = None) -> SqliteStore:
+        """Open (creating 0600) the database and its schema; refuse another journal's file.
+
+        With a keyring, vectors are encrypted, those stored in the clear first of all.
+        """
         try:
             _create_private(path)
             connection = sqlite3.connect(path, isolation_level=None, timeout=10.0)
@@ -202,7 +241,42 @@ class SqliteStore:
         if owner[0] != journal_id:
             connection.close()
             raise ForeignDatabase(f"{path} holds another being's journal")
-        return cls(path, connection)
+        store = cls(path, connection, keyring)
+        if keyring is not None:
+            try:
+                store.seal_clear_vectors()
+            except sqlite3.Error as error:
+                if not is_damage(error):  # a damaged file is opened, to be salvaged
+                    connection.close()
+                    raise JournalError(f"cannot open {path}: {error}") from None
+        return store
+
+    def _vector_blob(self, row: Row) -> bytes | None:
+        if row.embedding is None:
+            return row.sealed_embedding
+        data = row.embedding.astype("<f4").tobytes()
+        if self.keyring is None:
+            return data
+        return self.keyring.seal_vector(row.id, row.created_at, row.key_id, data)
+
+    def seal_clear_vectors(self) -> int:
+        """Encrypt every vector stored in the clear, then reclaim the space it held."""
+        assert self.keyring is not None
+        found = self.db.execute(
+            "SELECT id, created_us, key_id, embedding FROM entries "
+            "WHERE embedding IS NOT NULL AND length(embedding) = 4 * dims"
+        ).fetchall()
+        sealed = 0
+        for ident, created, key_id, blob in found:
+            if key_id not in self.keyring.keys:
+                continue
+            box = self.keyring.seal_vector(ident, from_micros(created), key_id, bytes(blob))
+            self.db.execute("UPDATE entries SET embedding = ? WHERE id = ?", (box, ident))
+            sealed += 1
+        if sealed:
+            self._vectors = None
+            self.reclaim(force=True)
+        return sealed
 
     def _version(self) -> int:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])
@@ -218,7 +292,7 @@ class SqliteStore:
                 row.ciphertext,
                 row.nonce,
                 row.key_id,
-                _blob(row.embedding),
+                self._vector_blob(row),
                 row.embedding_model,
                 _optional_us(row.embedded_at),
                 row.thread_id,
@@ -227,7 +301,7 @@ class SqliteStore:
                 int(row.promoted),
                 _optional_us(row.promoted_at),
                 row.promoted_ref,
-                None if row.embedding is None else len(row.embedding),
+                _dims(row),
             ),
         )
         cache = self._vectors
@@ -250,8 +324,8 @@ class SqliteStore:
                 row.ciphertext,
                 row.nonce,
                 row.key_id,
-                _blob(row.embedding),
-                None if row.embedding is None else len(row.embedding),
+                self._vector_blob(row),
+                _dims(row),
                 row.embedding_model,
                 _optional_us(row.embedded_at),
                 int(row.promoted),
@@ -272,9 +346,9 @@ class SqliteStore:
             clause += (" AND " if clause else " WHERE ") + f"id IN ({', '.join('?' * len(wanted))})"
             values += wanted
         cursor = self.db.execute(
-            f"SELECT {COLUMNS} FROM entries{clause} ORDER BY created_us, id", values
+            f"SELECT {SELECTED} FROM entries{clause} ORDER BY created_us, id", values
         )
-        return [_row(record) for record in cursor]
+        return [row_of(record) for record in cursor]
 
     def count(self, where: Filter = EVERYTHING) -> int:
         """How many rows match."""
@@ -287,12 +361,15 @@ class SqliteStore:
         if cache is not None and cache.model == model and cache.version == version:
             return cache
         cursor = self.db.execute(
-            "SELECT id, created_us, mood, thread_id, embedding FROM entries "
+            "SELECT id, created_us, mood, thread_id, embedding, key_id, dims FROM entries "
             "WHERE embedding_model = ? AND NOT redacted AND embedding IS NOT NULL",
             (model,),
         )
         ids, created, moods, threads, blobs = [], [], [], [], []
-        for ident, micros, mood, thread, blob in cursor:
+        for ident, micros, mood, thread, stored, key_id, dims in cursor:
+            blob = self._open_vector(ident, micros, key_id, stored, dims)
+            if blob is None:
+                continue
             ids.append(ident)
             created.append(micros)
             moods.append(mood)
@@ -306,6 +383,19 @@ class SqliteStore:
         stamps = np.array(created, dtype=np.int64)
         self._vectors = _Vectors(version, model, ids, moods, threads, matrix, stamps)
         return self._vectors
+
+    def _open_vector(
+        self, ident: str, micros: int, key_id: str, stored: bytes, dims: int | None
+    ) -> bytes | None:
+        """A stored vector's bytes; None when it cannot be opened (its row is unreadable)."""
+        if _clear(stored, dims):
+            return bytes(stored)
+        if self.keyring is None:
+            return None
+        try:
+            return self.keyring.open_vector(ident, from_micros(micros), key_id, bytes(stored))
+        except Unreadable:
+            return None
 
     def nearest(self, model: str, vector: Vector, k: int, where: Filter) -> list[tuple[str, float]]:
         """Exact top-k by cosine (vectors are unit length, so by dot product)."""

@@ -10,6 +10,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from singularity.errors import ConfigurationError
+from singularity.journal.keyring import Keyring
 from singularity.journal.records import EVERYTHING, Filter, Row, Vector
 
 DATABASE_FILE = "journal.sqlite3"
@@ -20,6 +21,12 @@ class JournalStore(Protocol):
     """Rows in, rows out: the store never sees plaintext and never decrypts."""
 
     backend: str
+
+    @property
+    def notices(self) -> list[str]:
+        """What the activity journal should say about the store (a connection lost and back);
+        the caller empties it."""
+        ...
 
     def insert(self, row: Row) -> None:
         """Add one row durably."""
@@ -77,9 +84,17 @@ def sqlite_path(url: str | None, state_dir: str) -> str:
     return url[len("sqlite://") :]
 
 
-def open_store(url: str | None, state_dir: str, journal_id: str) -> JournalStore:
-    """The backend the URL names: SQLite (default) or PostgreSQL with pgvector."""
-    if url and url.startswith(("postgresql://", "postgres://")):
+def is_postgres(url: str | None) -> bool:
+    """Whether the URL names a PostgreSQL journal."""
+    return bool(url) and str(url).startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url: str | None, state_dir: str, keyring: Keyring) -> JournalStore:
+    """The backend the URL names: SQLite (default; its vectors sealed with the keyring) or
+    PostgreSQL with pgvector (its vectors in the clear, for the index)."""
+    journal_id = keyring.journal_id
+    if is_postgres(url):
+        assert url is not None
         from singularity.journal.pg_store import PostgresStore
 
         return PostgresStore.open(url, journal_id)
@@ -87,10 +102,10 @@ def open_store(url: str | None, state_dir: str, journal_id: str) -> JournalStore
 
     path = sqlite_path(url, state_dir)
     try:
-        return SqliteStore.open(path, journal_id)
+        return SqliteStore.open(path, journal_id, keyring)
     except ForeignDatabase:
         own = sqlite_path(None, state_dir)
         if path == own:
             raise
         log.warning("the journal database serves another being; using this being's own file")
-        return SqliteStore.open(own, journal_id)
+        return SqliteStore.open(own, journal_id, keyring)

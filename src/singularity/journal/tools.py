@@ -1,8 +1,9 @@
 """The journal's tools: write, recall and promote (private), and the public reasonlog append.
 
 The three journal tools are private: the runtime saves their arguments and results as
-`[private journal content omitted]` and journals only ids and counts. A failure here
-is an outcome the being sees, never an exception, and never carries journal text.
+`(private journal content omitted)`, under the real status, and journals only ids and
+counts. A failure here is an outcome the being sees, never an exception, and never
+carries journal text. Recall passes the being's output boundary entry by entry.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from singularity.journal.records import (
     MAX_SUMMARY_BYTES,
     JournalError,
 )
-from singularity.journal.service import CapReached, Journal
+from singularity.journal.service import CapReached, Journal, Recalled
+from singularity.jsoncodec import compact
 from singularity.secrets import os_error_text
 from singularity.text import trim, utf8_length
 from singularity.timestamps import parse_timestamp, render_timestamp
@@ -37,13 +39,17 @@ from singularity.tools.base import (
     ToolDefinition,
     object_schema,
 )
+from singularity.tools.boundary import MAX_OUTPUT_BYTES
 from singularity.tools.extension import BeingHandle
+from singularity.tools.output_boundary import OutputBoundary
 
 MOOD = re.compile(r"[a-z][a-z0-9-]{0,31}")
 THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TARGETS = ("reasonlog", "learning", "memory")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _STRING = {"type": "string"}
+# Room in one result for the wrapper, `unreadable`, `left_out` and its message.
+RESULT_OVERHEAD_BYTES = 512
 
 WRITE = ToolDefinition(
     "singularity_journal_write",
@@ -98,6 +104,10 @@ REASONLOG_APPEND = ToolDefinition(
 )
 
 
+DEFINITIONS = (WRITE, RECALL, PROMOTE, REASONLOG_APPEND)
+"""The journal's tools, in catalogue order."""
+
+
 def _text(arguments: JsonObject, key: str, limit: int, *, required: bool = True) -> str | None:
     value = arguments.get(key)
     if value is None and not required:
@@ -148,13 +158,58 @@ def _since(arguments: JsonObject) -> datetime | None:
         raise ToolArgumentError("since must be an RFC 3339 timestamp") from None
 
 
+def recalled_entry(hit: Recalled, boundary: OutputBoundary) -> dict[str, Any]:
+    """One recall hit as the being sees it, its text through the being's output boundary:
+    redacted where it must be, or, when refused, withheld with only its metadata kept."""
+    entry: dict[str, Any] = {
+        "entry_id": hit.entry_id,
+        "timestamp": render_timestamp(hit.created_at),
+        "mood": hit.mood,
+        "thread_id": hit.thread_id,
+        "seq": hit.seq,
+        "score": None if hit.score is None else round(hit.score, 4),
+        "text": None,
+    }
+    # Checked where the text sits in the result (content, entries, [i], text): an embedded
+    # JSON value's depth counts from there, so no entry that passes here fails the result.
+    bounded = boundary.apply({"entries": [{"text": hit.text}]})
+    if bounded.rejection is not None:
+        entry["withheld"] = f"the output boundary refused this entry's text: {bounded.rejection}"
+        return entry
+    entry["text"] = bounded.content["entries"][0]["text"]
+    if bounded.redactions:
+        entry["redacted"] = {"count": bounded.redacted, "reasons": dict(bounded.redactions)}
+    return entry
+
+
+def bounded_entries(
+    found: list[Recalled], boundary: OutputBoundary
+) -> tuple[list[dict[str, Any]], int]:
+    """The hits that fit one tool result, best first, and how many were left out."""
+    entries: list[dict[str, Any]] = []
+    size = RESULT_OVERHEAD_BYTES
+    for position, hit in enumerate(found):
+        entry = recalled_entry(hit, boundary)
+        size += len(compact(entry).encode("utf-8")) + 1
+        if size > MAX_OUTPUT_BYTES:
+            return entries, len(found) - position
+        entries.append(entry)
+    return entries, 0
+
+
 def journal_tools(
     being: BeingHandle,
     state_dir: str,
     open_journal: Callable[[], Journal],
     on_write: Callable[[], None],
+    boundary: OutputBoundary,
+    settle: Callable[[], None] = lambda: None,
 ) -> FunctionToolset:
-    """The four tools, on the journal `open_journal` gives; events carry ids and counts only."""
+    """The four tools, on the journal `open_journal` gives; events carry ids and counts only.
+    Recalled texts pass `boundary` (the being's own) one entry at a time.
+
+    `settle` runs after each call that reached the journal (it journals a salvage).
+    """
 
     def emit(event: dict[str, Any]) -> None:
         being.journal(event)
@@ -179,6 +234,8 @@ def journal_tools(
             return Outcome.failed("journal_daily_cap", error.message)
         except JournalError as error:
             return Outcome.failed("journal_unavailable", error.message)
+        finally:
+            settle()
         emit(
             events.journal_entry_added(
                 being.now(), being.state.cycle, written.entry_id, mood, written.redacted
@@ -208,22 +265,22 @@ def journal_tools(
             found, failed = open_journal().recall(query, k, since, mood, thread)
         except JournalError as error:
             return Outcome.failed("journal_unavailable", error.message)
+        finally:
+            settle()
         emit(
             events.journal_recalled(
                 being.now(), being.state.cycle, k, [hit.entry_id for hit in found]
             )
         )
-        entries = [
-            {
-                "entry_id": hit.entry_id,
-                "timestamp": render_timestamp(hit.created_at),
-                "mood": hit.mood,
-                "score": None if hit.score is None else round(hit.score, 4),
-                "text": hit.text,
-            }
-            for hit in found
-        ]
-        return Outcome.success({"entries": entries, "unreadable": failed})
+        entries, left_out = bounded_entries(found, boundary)
+        result: dict[str, Any] = {"entries": entries, "unreadable": failed}
+        if left_out:
+            result["left_out"] = left_out
+            result["message"] = (
+                f"{left_out} more entr{'y' if left_out == 1 else 'ies'} did not fit in one "
+                "result; ask for fewer (k) or narrow the query"
+            )
+        return Outcome.success(result)
 
     async def promote(arguments: JsonObject) -> Outcome:
         entry_id = _text(arguments, "entry_id", 64)

@@ -11,13 +11,19 @@ MEMORIES_HEADER = "\n\nRecent persistent memories:\n- "
 ITEM_SEPARATOR = "\n- "
 
 
-def system_message_text(mind: Mind) -> str:
-    """Prompt, rules, learnings, the 20 newest memories (newest first); empty sections omitted."""
+def system_message_text(mind: Mind, steadier: str = "") -> str:
+    """Prompt, rules, learnings, the 20 newest memories (newest first); empty sections omitted.
+
+    `steadier` (extension sections such as the sanctum) stands before the memories, which
+    change most often, so that a model server can keep the prefix before them cached
+    (decision 29); without it the text is exactly the four sections of spec §6.3.
+    """
     parts = [mind.system_prompt]
     if mind.rules:
         parts.append(RULES_HEADER + ITEM_SEPARATOR.join(mind.rules))
     if mind.learnings:
         parts.append(LEARNINGS_HEADER + ITEM_SEPARATOR.join(mind.learnings))
+    parts.append(steadier)
     if mind.memories:
         newest = reversed(mind.memories[-PROMPT_MEMORIES:])
         parts.append(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -10,7 +9,9 @@ import httpx
 
 from singularity.errors import MostError, RetryClass
 from singularity.gateway.client import resolve_endpoint
+from singularity.jsoncodec import loads_strict
 from singularity.secrets import Secret
+from singularity.text import safe_json, safe_text
 
 MAX_BODY_TEXT = 800
 _STATUS_MEANING = {
@@ -92,11 +93,11 @@ class MostClient:
             response = await self._http.request(method, url, json=body, headers=headers)
         except httpx.HTTPError as error:
             retry = RetryClass.TRANSIENT if method == "GET" else RetryClass.INDETERMINATE
-            raise MostError(str(error) or type(error).__name__, retry) from None
+            raise MostError(safe_text(str(error)) or type(error).__name__, retry) from None
         if not 200 <= response.status_code <= 299:
             raise status_error(response.status_code, response.content)
         try:
-            return json.loads(response.content)
+            return safe_json(loads_strict(response.content))
         except ValueError as error:
             raise MostError(f"invalid response JSON: {error}") from None
 

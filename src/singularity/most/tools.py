@@ -73,6 +73,10 @@ def _strings(arguments: dict[str, Any], key: str) -> list[str]:
     return value
 
 
+DEFINITIONS = (HEALTH, CREATE_CHAT, SEND_MESSAGE)
+"""Most's direct tools, in catalogue order."""
+
+
 def most_tools(client: MostClient) -> FunctionToolset:
     """`most_health`, `most_create_chat`, `most_send_message` over one Most client."""
 

@@ -21,9 +21,10 @@ from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
+from singularity.secrets import Scrubber
 from singularity.storage import conversation_archive, funding
 from singularity.storage.activity import ActivityLog, Event, read_events
-from singularity.storage.statedir import STATE_FILE, StateDir
+from singularity.storage.statedir import STATE_FILE, StateDir, peek_state
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,13 @@ class LiveBeing:
     listeners: list[Callable[[Event], None]] = field(default_factory=list)
     """Called with every event after it is journaled (the terminal display, JSON logs)."""
     _sizes: dict[int, int] = field(default_factory=dict, repr=False)
+    _checked: set[int] = field(default_factory=set, repr=False)
+    """Ids of the messages already checked for secrets."""
     overlay: dict[int, ChatMessage] = field(default_factory=dict, repr=False)
     """Real contents of concealed messages, sent to the model during the current cycle only."""
+    scrubber: Scrubber = field(default_factory=Scrubber)
+    """The runtime's own secrets, withheld from everything written through the being (decision
+    32): its journal, its state, its archive and what its listeners show."""
     broken: bool = False
     """A write or fsync failed (decision 12): nothing is written to the state again.
 
@@ -59,22 +65,67 @@ class LiveBeing:
         return now_text(self.clock)
 
     def journal(self, event: Event) -> None:
-        """Append an event durably, then tell the listeners."""
-        self.activity.append(event)
+        """Append an event durably, then tell the listeners; a failed append is fatal."""
+        if self.broken:
+            raise FatalIoError("the being failed earlier; its journal is not written again")
+        event = self.scrubber.withheld(event)
+        try:
+            self.activity.append(event)
+        except FatalIoError:
+            self.fail(journal_failed=True)
+            raise
+        self._tell(event)
+
+    def announce(self, notice: Event) -> None:
+        """Tell the listeners something that is not journaled (`singularity.domain.notices`)."""
+        self._tell(self.scrubber.withheld(notice))
+
+    def _tell(self, event: Event) -> None:
         for listener in self.listeners:
-            listener(event)
+            try:
+                listener(event)
+            except OSError:
+                pass  # a terminal that cannot be written (a full disk, a closed pipe) is no fault
 
     def save(self) -> None:
         """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""
         if self.broken:
             raise FatalIoError("the being failed earlier; its state is not written again")
         try:
+            self._withhold_from_new_messages()
             self._archive_overflow()
             self.state.updated_at = self.now()
             self.statedir.save(self.state)
         except FatalIoError:
             self.fail()
             raise
+
+    def withhold_secrets(self, scrubber: Scrubber) -> None:
+        """Withhold these secrets from now on, and from the state as it was loaded (decision 32).
+
+        Text enters the state scrubbed (completions, tool results, imports); a state saved
+        before a secret was configured, or by hand, is scrubbed here, once, at boot.
+        """
+        self.scrubber = scrubber
+        if scrubber.found_in(self.state.to_json()):
+            scrubbed = scrubber.json(self.state.model_dump(mode="json"))
+            self.state = AgentState.model_validate(scrubbed)
+            self._sizes.clear()
+        self._checked = {id(message) for message in self.state.conversation}
+
+    def _withhold_from_new_messages(self) -> None:
+        """Defense in depth: each message is checked once, before its first save."""
+        if not self.scrubber:
+            return
+        for message in self.state.conversation:
+            key = id(message)
+            if key in self._checked:
+                continue
+            self._checked.add(key)
+            if self.scrubber.found_in(compact(message)):
+                for name, value in self.scrubber.json(dict(message)).items():
+                    message[name] = value  # type: ignore[literal-required]
+                self._sizes.pop(key, None)
 
     def conceal(self, saved: ChatMessage, real: ChatMessage) -> None:
         """Keep `saved` (concealed) in the conversation; send `real` until the cycle ends."""
@@ -84,12 +135,23 @@ class LiveBeing:
         """The message as the model may see it in this cycle."""
         return self.overlay.get(id(message), message)
 
-    def fail(self) -> None:
-        """Mark the being failed; the state file is not written again (decision 12)."""
+    def fail(self, *, journal_failed: bool = False) -> None:
+        """Mark the being failed (decision 12) and write that down once, where it still can be.
+
+        After a failed save the journal records `stopped` with status `failed`; after a
+        failed journal append `state.json` is saved once with status `failed` (every
+        ledger entry is journaled before it is applied, so that save holds nothing the
+        journal lacks). Then nothing is written again.
+        """
         self.broken = True
         self.state.status = "failed"
         with contextlib.suppress(FatalIoError):
-            self.activity.append(events.stopped(self.now(), self.state.cycle, "failed"))
+            if journal_failed:
+                self._archive_overflow()
+                self.state.updated_at = self.now()
+                self.statedir.save(self.state)
+            else:
+                self.activity.append(events.stopped(self.now(), self.state.cycle, "failed"))
 
     def close(self) -> None:
         """Close the journal and release the lock."""
@@ -108,20 +170,57 @@ class LiveBeing:
         conversation = self.state.conversation
         total = sum(self._size(message) for message in conversation)
         leaving = 0
-        while leaving < len(conversation) - 1 and (
+        while leaving < newest_round(conversation) and (
             len(conversation) - leaving > self.window_messages or total > self.window_bytes
         ):
             total -= self._size(conversation[leaving])
             leaving += 1
         if not leaving:
             return
-        moved = [dict(message) for message in conversation[:leaving]]
+        moved = [self.scrubber.withheld(dict(message)) for message in conversation[:leaving]]
         mind = self.state.mind
         conversation_archive.append(self.statedir.fd, mind.conversation_archived, moved)
         for message in conversation[:leaving]:
             self._sizes.pop(id(message), None)
+            self._checked.discard(id(message))
         del conversation[:leaving]
         mind.conversation_archived += leaving
+
+
+def check_boot_matrix(settings: Settings, exists: bool, resume: bool) -> None:
+    """Spec §4: a new being needs no state, a resumed one needs it."""
+    if resume and not exists:
+        raise StateError("resume requested but no state exists")
+    if exists and not resume:
+        raise StateError(
+            f"state already exists at {os.path.join(settings.state_dir, STATE_FILE)}; "
+            "use --resume or a new directory"
+        )
+
+
+def check_identity(settings: Settings, state: AgentState | None) -> None:
+    """The resume gate: every identity field of the saved being equals the configuration's."""
+    if state is not None and state.identity != identity_from(settings):
+        raise StateError("resume identity does not match configuration")
+
+
+def check_state(settings: Settings) -> None:
+    """The boot matrix and the resume gate, read-only and without the lock (for `doctor`)."""
+    state = peek_state(settings.state_dir)
+    check_boot_matrix(settings, state is not None, settings.resume)
+    check_identity(settings, state)
+
+
+def newest_round(conversation: list[ChatMessage]) -> int:
+    """Where the newest round starts: its assistant message, when only its tool results
+    follow it; otherwise the newest message. The window never cuts into it (decision 8)."""
+    end = len(conversation) - 1
+    start = end
+    while start > 0 and conversation[start]["role"] == "tool":
+        start -= 1
+    if start < end and conversation[start]["role"] != "assistant":
+        return end
+    return max(start, 0)
 
 
 def open_being(
@@ -134,16 +233,9 @@ def open_being(
     statedir = StateDir.open(settings.state_dir)
     try:
         exists = statedir.has_state()
-        if resume and not exists:
-            raise StateError("resume requested but no state exists")
-        if exists and not resume:
-            raise StateError(
-                f"state already exists at {os.path.join(settings.state_dir, STATE_FILE)}; "
-                "use --resume or a new directory"
-            )
+        check_boot_matrix(settings, exists, resume)
         state = statedir.load() if exists else None
-        if state is not None and state.identity != identity_from(settings):
-            raise StateError("resume identity does not match configuration")
+        check_identity(settings, state)
         read_events(statedir.fd)  # refuses a corrupt journal before anything is changed
         statedir.remove_stale_temps()
         conversation_archive.repair(

@@ -13,7 +13,6 @@ that already moved comes back through a revoked grant (`child_refunded`).
 from __future__ import annotations
 
 import contextlib
-import decimal
 import os
 import re
 import shutil
@@ -21,14 +20,15 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from singularity.config import ALL_OPTIONS, Settings, inherited_environment
+from singularity.config import ALL_OPTIONS, BEARER_FALLBACK_ENV, Settings, inherited_environment
 from singularity.domain import events
 from singularity.domain.records import ChildRecord
-from singularity.money import MONEY_CONTEXT, div, parse_money, render_money
+from singularity.money import half, parse_money, render_money, round_down
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.secrets import Secret, os_error_text
@@ -63,13 +63,40 @@ SECRET_FILES = {
     ),
     "BRAMA_API_KEY": ("BRAMA_API_KEY_FILE", "brama_api_key_file", "brama-api-key.secret"),
 }
-# A budget is a plain decimal string with at most twelve places: money moves in picodollars,
-# so `remaining - budget` and `children_funded + budget` stay exact (see `ledger`).
-BUDGET_TEXT = re.compile(r"[0-9]+(?:\.[0-9]{1,12})?")
-PICODOLLAR = Decimal("1e-12")
-PICODOLLAR_EXPONENT = -12
+# A budget is a plain decimal string in the money range (at most 28 places).
+BUDGET_TEXT = re.compile(r"[0-9]{1,29}(?:\.[0-9]{1,28})?")
 SECRET_TEMP_PREFIX = ".secret-"
 SPAWN_TEMP_PREFIXES = (funding.TEMP_PREFIX, SECRET_TEMP_PREFIX)
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """A funded child, ready to be started: where it lives and how it would run."""
+
+    child_id: str
+    state_dir: str
+    name: str
+    ticker: str
+    specialty: str
+    environment: Mapping[str, str]
+
+
+Starter = Callable[[ChildStart], dict[str, object]]
+"""Starts a funded child; the tool result's fields beside `child_id`. An OSError, ValueError
+or SubprocessError means it did not start (the funding comes back)."""
+
+
+def start_process(child: ChildStart) -> dict[str, object]:
+    """Start the child as this same program with `run`, in its own session (the default)."""
+    process = subprocess.Popen(
+        child_command(),
+        env=dict(child.environment),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    _reap(process)
+    return {"pid": process.pid}
 
 
 def child_environment(
@@ -83,7 +110,11 @@ def child_environment(
     secret_files: Mapping[str, str],
 ) -> dict[str, str]:
     """The parent's environment and resolved settings, no raw secret, and the five overrides."""
-    environment = {key: value for key, value in parent.items() if key not in SECRET_FILES}
+    environment = {
+        key: value
+        for key, value in parent.items()
+        if key not in SECRET_FILES and key != BEARER_FALLBACK_ENV
+    }
     environment.update(settings_environment(settings))
     environment.update(secret_files)
     environment.update(
@@ -127,12 +158,8 @@ def child_command() -> list[str]:
 
 def default_funding(settings: Settings, remaining: Decimal) -> Decimal:
     """The configured starting balance, but never more than half of what the parent has left
-    (rounded down to a picodollar)."""
-    amount = min(settings.starting_balance, div(remaining, Decimal(2)))
-    exponent = amount.as_tuple().exponent
-    if amount > 0 and isinstance(exponent, int) and exponent < PICODOLLAR_EXPONENT:
-        amount = amount.quantize(PICODOLLAR, rounding=decimal.ROUND_DOWN, context=MONEY_CONTEXT)
-    return amount
+    (rounded down to the 28th place)."""
+    return min(settings.starting_balance, round_down(half(remaining)))
 
 
 def _write_secret(dir_fd: int, name: str, secret: Secret) -> None:
@@ -152,6 +179,21 @@ def _forget_secrets(dir_fd: int) -> None:
                 os.unlink(name, dir_fd=dir_fd)
 
 
+def _make_child_dir(parent_state_dir: str, child_id: str) -> None:
+    """Create `children/<child_id>` (0700) in the parent's state, each new entry synced."""
+    parent_fd = fsio.open_dir(parent_state_dir)
+    try:
+        fsio.make_dir(parent_fd, CHILDREN_DIR, 0o700, "children")
+        children_fd = fsio.open_dir(CHILDREN_DIR, dir_fd=parent_fd)
+    finally:
+        os.close(parent_fd)
+    try:
+        os.mkdir(child_id, 0o700, dir_fd=children_fd)
+        fsio.fsync_dir(children_fd, "children")
+    finally:
+        os.close(children_fd)
+
+
 def _discard(state_dir: str) -> None:
     """Remove the directory of a child that never existed (best effort)."""
     shutil.rmtree(state_dir, ignore_errors=True)
@@ -162,8 +204,12 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=process.wait, daemon=True).start()
 
 
-def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
-    """The spawn tool, acting for this being."""
+def spawn_child_tools(
+    being: LiveBeing, settings: Settings, start: Starter | None = None
+) -> FunctionToolset:
+    """The spawn tool, acting for this being; `start` starts each funded child (by default a
+    process, `start_process`)."""
+    starter = start or start_process
 
     def parse_budget(arguments: dict[str, Any]) -> Decimal:
         raw = arguments.get("budget")
@@ -171,8 +217,11 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
             return default_funding(settings, being.state.budget.remaining)
         if not isinstance(raw, str) or not BUDGET_TEXT.fullmatch(raw):
             raise ToolArgumentError("budget is invalid")
-        amount = parse_money(raw)
-        if amount <= 0 or amount.adjusted() >= MONEY_CONTEXT.prec - 12:
+        try:
+            amount = parse_money(raw)
+        except ValueError:
+            raise ToolArgumentError("budget is invalid") from None
+        if amount <= 0:
             raise ToolArgumentError("budget is invalid")
         return amount
 
@@ -186,17 +235,18 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
             return Outcome.failed(
                 "child_funding", "the parent cannot spare that budget and stay solvent"
             )
-        try:
-            command = child_command()
-        except FileNotFoundError as error:
-            return Outcome.failed("child_executable", str(error))
+        if start is None:
+            try:
+                child_command()
+            except FileNotFoundError as error:
+                return Outcome.failed("child_executable", str(error))
         child_id = str(uuid.uuid4())
         children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
         state_dir = os.path.join(children_dir, child_id)
         try:
-            os.makedirs(children_dir, mode=0o700, exist_ok=True)
-            os.mkdir(state_dir, 0o700)
+            _make_child_dir(settings.state_dir, child_id)
         except OSError as error:
+            _discard(state_dir)
             return Outcome.failed("child_state", os_error_text(error))
         try:
             dir_fd = fsio.open_dir(state_dir)
@@ -204,9 +254,7 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
             _discard(state_dir)
             return Outcome.failed("child_state", os_error_text(error))
         try:
-            outcome = _fund_and_start(
-                dir_fd, child_id, state_dir, name, ticker, specialty, amount, command
-            )
+            outcome = _fund_and_start(dir_fd, child_id, state_dir, name, ticker, specialty, amount)
         finally:
             os.close(dir_fd)
         if outcome.status is not Status.SUCCESS:
@@ -222,7 +270,6 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
         ticker: str,
         specialty: str,
         amount: Decimal,
-        command: list[str],
     ) -> Outcome:
         operation = ledger.new_operation_id()
         try:
@@ -260,22 +307,15 @@ def spawn_child_tools(being: LiveBeing, settings: Settings) -> FunctionToolset:
             secret_files=secret_files,
         )
         try:
-            process = subprocess.Popen(
-                command,
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
+            started = starter(ChildStart(child_id, state_dir, name, ticker, specialty, environment))
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             # ValueError: a NUL in a value the configuration file supplied.
             refund(being, dir_fd, child_id)
             _discard(state_dir)
             text = os_error_text(error) if isinstance(error, OSError) else str(error)
             return Outcome.failed("child_spawn", text)
-        _reap(process)
         being.state.mind.children.append(record)
-        return Outcome.success({"child_id": child_id, "pid": process.pid})
+        return Outcome.success({"child_id": child_id, **started})
 
     return FunctionToolset([FunctionTool(SPAWN_CHILD, spawn)])
 
@@ -290,7 +330,7 @@ def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:
     being.journal(
         events.child_refunded(being.now(), being.state.cycle, operation, child_id, grant.amount)
     )
-    ledger.apply_funding(being.state.budget, operation, -grant.amount)
+    ledger.apply_funding(being.state.budget, operation, grant.amount.copy_negate())
     return True
 
 

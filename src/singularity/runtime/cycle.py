@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from singularity.domain import events
+from singularity.domain import events, notices
 from singularity.domain.records import ChatMessage, ToolCall
-from singularity.errors import SingularityError
+from singularity.errors import RetryClass, SingularityError, UpstreamError
 from singularity.jsoncodec import compact
 from singularity.mind.context import select_context
 from singularity.mind.framing import framing_text, stimulus_text
@@ -23,12 +23,15 @@ from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.extension import Extension
+from singularity.runtime.reservation import PromptMeter, Reservation, plan
 from singularity.runtime.tool_call import execute_tool_call, skip_tool_call
 from singularity.tools.base import ToolDefinition
 from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue
 
 CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "cancelled"]
 ROUND_LIMIT_WARNING = "maximum tool rounds reached"
+TRUNCATED_WARNING = "truncated: the answer reached max_tokens ({}); {}"
+USAGE_MISSING = "the gateway reported no usage: charged the reserved worst case, {} USD"
 
 
 class Completion(Protocol):
@@ -40,6 +43,10 @@ class Completion(Protocol):
     def tool_calls(self) -> Sequence[Any]: ...
     @property
     def usage(self) -> Any: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def truncated(self) -> bool: ...
 
 
 class Gateway(Protocol):
@@ -50,6 +57,8 @@ class Gateway(Protocol):
         model: str,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[ToolDefinition],
+        *,
+        timeout: float | None = None,
     ) -> Any: ...
 
 
@@ -93,6 +102,10 @@ class Life:
     limits: CycleLimits
     stop_requested: Callable[[], bool] = lambda: False
     extensions: Sequence[Extension] = ()
+    inbox: Callable[[int], list[ChatMessage]] = lambda cycle: []
+    """The operator's messages for a cycle, delivered right after its framing."""
+    meter: PromptMeter = field(default_factory=PromptMeter)
+    """The newest reported prompt size, shared by every copy of this life (pulses)."""
 
     def report(self, status: CycleStatus, actions: list[str], final: str | None) -> CycleReport:
         """A report of the being's current numbers."""
@@ -119,18 +132,23 @@ def request_messages(
     conversation window archived it.
     """
     being = life.being
-    text = system_message_text(being.state.mind)
-    text += "".join(extension.prompt_section() for extension in life.extensions)
+    sections = "".join(extension.prompt_section() for extension in life.extensions)
+    text = system_message_text(being.state.mind, sections)
     system: ChatMessage = {"role": "system", "content": text}
     visible = [being.revealed(message) for message in being.state.conversation]
     return [system, *select_context(visible, life.limits.context_tokens, opening)]
 
 
-def _reservation(life: Life, messages: list[ChatMessage], extra_bytes: int = 0) -> ledger.Charge:
-    prompt_bytes = len(compact(messages).encode("utf-8", "surrogatepass"))
-    prompt_bytes += len(compact(life.catalogue.wire()).encode("utf-8")) + extra_bytes
-    return ledger.worst_case(
-        life.prices, prompt_bytes, life.limits.max_tokens, life.limits.http_timeout_secs
+def plan_call(life: Life, messages: Sequence[ChatMessage]) -> Reservation:
+    """The reservation of a model call that sends `messages` with the whole catalogue."""
+    return plan(
+        life.prices,
+        life.being.state.budget,
+        life.meter,
+        messages,
+        fixed_bytes=len(compact(life.catalogue.wire()).encode("utf-8", "surrogatepass")),
+        max_tokens=life.limits.max_tokens,
+        timeout_secs=life.limits.http_timeout_secs,
     )
 
 
@@ -146,9 +164,8 @@ def opening_messages(life: Life, cycle: int) -> list[ChatMessage]:
 def can_afford_cycle(life: Life) -> bool:
     """Whether the being is solvent and can cover the worst case of a new cycle's first call."""
     opening = opening_messages(life, life.being.state.cycle + 1)
-    extra = len(compact(opening).encode("utf-8", "surrogatepass"))
-    reservation = _reservation(life, request_messages(life), extra)
-    return ledger.can_cover(life.being.state.budget, reservation)
+    reservation = plan_call(life, [*request_messages(life), *opening])
+    return reservation.affordable(life.being.state.budget)
 
 
 def _concealed(life: Life, assistant: ChatMessage) -> ChatMessage:
@@ -174,12 +191,41 @@ def _concealed(life: Life, assistant: ChatMessage) -> ChatMessage:
     return saved
 
 
+def _pay(
+    life: Life, operation: str, reservation: Reservation, completion: Any, elapsed_ns: int
+) -> None:
+    """Journal the completion and debit its cost once; no reported usage costs the reservation."""
+    being, cycle = life.being, life.being.state.cycle
+    usage = completion.usage
+    if usage is None:
+        being.journal(events.model_completed(being.now(), cycle, 0, 0, completion.model))
+        # The tokens are unknown: the worst case is paid, no token count is made up.
+        charged = ledger.charge_reservation(being, operation, reservation.charge)
+        being.journal(
+            events.warning(being.now(), cycle, USAGE_MISSING.format(render_money(charged.total)))
+        )
+        return
+    life.meter.measured(reservation.texts, usage.prompt_tokens)
+    being.journal(
+        events.model_completed(
+            being.now(), cycle, usage.prompt_tokens, usage.completion_tokens, completion.model
+        )
+    )
+    charge = ledger.price(life.prices, usage.prompt_tokens, usage.completion_tokens, elapsed_ns)
+    ledger.debit(being, operation, charge)
+
+
+def _truncated(life: Life, calls: Sequence[ToolCall]) -> str:
+    kept = "the tool calls run" if calls else "its text is kept"
+    return TRUNCATED_WARNING.format(life.limits.max_tokens, kept)
+
+
 def _tool_call_messages(completion: Any) -> list[ToolCall]:
     return [call.wire() for call in completion.tool_calls]
 
 
 async def live_cycle(life: Life) -> CycleReport:
-    """Live one cycle; gateway errors propagate after releasing the reserved cost."""
+    """Live one cycle; a gateway error propagates after its reservation is settled."""
     being, state = life.being, life.being.state
     if not can_afford_cycle(life):
         state.status = "exhausted"
@@ -189,7 +235,7 @@ async def live_cycle(life: Life) -> CycleReport:
         await extension.before_cycle()
     state.cycle += 1
     being.journal(events.cycle_started(being.now(), state.cycle))
-    opening = opening_messages(life, state.cycle)
+    opening = opening_messages(life, state.cycle) + life.inbox(state.cycle)
     state.conversation.extend(opening)
     being.save()
     actions: list[str] = []
@@ -198,33 +244,43 @@ async def live_cycle(life: Life) -> CycleReport:
         if life.stop_requested():
             return life.report("cancelled", actions, None)
         messages = request_messages(life, opening)
-        reservation = _reservation(life, messages)
-        if not ledger.can_cover(state.budget, reservation):
+        reservation = plan_call(life, messages)
+        if not reservation.affordable(state.budget):
             state.status = "exhausted"
             being.save()
             return life.report("budget_exhausted", actions, None)
         operation = ledger.new_operation_id()
-        ledger.reserve(being, operation, reservation)
+        ledger.reserve(being, operation, reservation.charge)
         started = time.monotonic_ns()
+        being.announce(
+            notices.model_call_started(being.now(), state.cycle, state.mind.current_model)
+        )
         try:
-            completion = await life.gateway.complete(state.mind.current_model, messages, tools)
+            completion = await life.gateway.complete(
+                state.mind.current_model, messages, tools, timeout=reservation.deadline_secs
+            )
+        except UpstreamError as error:
+            if error.retry is RetryClass.INDETERMINATE:
+                # Decision 30: the gateway may have done the work; the worst case is paid.
+                ledger.charge_reservation(being, operation, reservation.charge)
+            else:
+                ledger.release(being, operation)
+            raise
         except SingularityError:
-            ledger.release(being, operation)
+            ledger.release(being, operation)  # an answer outside the contract is not paid
             raise
         elapsed = time.monotonic_ns() - started
-        usage = completion.usage
-        being.journal(
-            events.model_completed(
-                being.now(), state.cycle, usage.prompt_tokens, usage.completion_tokens
-            )
-        )
-        charge = ledger.price(life.prices, usage.prompt_tokens, usage.completion_tokens, elapsed)
-        ledger.debit(being, operation, charge)
+        _pay(life, operation, reservation, completion, elapsed)
         calls = _tool_call_messages(completion)
         assistant: ChatMessage = {"role": "assistant", "content": completion.content}
         if calls:
             assistant["tool_calls"] = calls
         state.conversation.append(_concealed(life, assistant))
+        being.announce(
+            notices.model_answered(being.now(), state.cycle, completion.model, completion.content)
+        )
+        if completion.truncated:
+            being.journal(events.warning(being.now(), state.cycle, _truncated(life, calls)))
         if not calls:
             being.save()
             return life.report("completed", actions, completion.content)

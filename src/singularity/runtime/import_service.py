@@ -11,7 +11,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import json
 import os
 import socket
 import stat
@@ -19,13 +18,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from singularity.domain.mind_import import ImportReport
+from singularity.domain.operator import OperatorRequest, parse_request
 from singularity.errors import SingularityError, StateError
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact, compact_utf8, loads_strict
 
 SOCKET_NAME = "state-import.sock"
 MAX_REQUEST_BYTES = 24 * 1024 * 1024
 MAX_RESPONSE_BYTES = 1024 * 1024
 Importer = Callable[[bytes], Awaitable[ImportReport]]
+OperatorHandler = Callable[[OperatorRequest], dict[str, Any]]
+OPERATOR_OPERATION = "operator_request"
 
 
 def socket_path(state_dir: str) -> str:
@@ -77,23 +79,31 @@ def prepare_socket_path(path: str) -> None:
     os.unlink(path)
 
 
+class _TooLarge(Exception):
+    """A request longer than the limit."""
+
+
 async def _read_all(reader: asyncio.StreamReader, limit: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     while chunk := await reader.read(65536):
         size += len(chunk)
         if size > limit:
-            raise ValueError("too large")
+            raise _TooLarge
         chunks.append(chunk)
     return b"".join(chunks)
 
 
+def _load(data: bytes) -> Any:
+    try:
+        return loads_strict(data)
+    except ValueError as error:  # not JSON, not UTF-8, or nested too deeply
+        raise StateError(f"invalid local state import request: {error}") from None
+
+
 def decode_request(data: bytes) -> bytes:
     """The raw import document carried by a request, or StateError."""
-    try:
-        request = json.loads(data)
-    except ValueError as error:
-        raise StateError(f"invalid local state import request: {error}") from None
+    request = _load(data)
     if (
         not isinstance(request, dict)
         or request.get("version") != 1
@@ -110,9 +120,12 @@ def decode_request(data: bytes) -> bytes:
 class ImportService:
     """The socket server; `importer` applies a document and returns its report."""
 
-    def __init__(self, path: str, importer: Importer) -> None:
+    def __init__(
+        self, path: str, importer: Importer, operator: OperatorHandler | None = None
+    ) -> None:
         self.path = path
         self._importer = importer
+        self._operator = operator
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
@@ -130,19 +143,30 @@ class ImportService:
         reply: dict[str, Any]
         try:
             data = await _read_all(reader, MAX_REQUEST_BYTES)
-            report = await self._importer(decode_request(data))
-            reply = {"ok": True, "result": report.to_json()}
-        except ValueError:
+            reply = {"ok": True, "result": await self._answer(data)}
+        except _TooLarge:
             reply = {"ok": False, "error": "state import request is too large"}
         except SingularityError as error:
             reply = {"ok": False, "error": error.message}
         try:
-            writer.write(compact(reply).encode("utf-8"))
+            writer.write(compact_utf8(reply))  # an error may quote a lone surrogate it met
             await writer.drain()
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
+
+    async def _answer(self, data: bytes) -> dict[str, Any]:
+        request = _load(data)
+        if (
+            self._operator is not None
+            and isinstance(request, dict)
+            and request.get("version") == 1
+            and request.get("operation") == OPERATOR_OPERATION
+        ):
+            return self._operator(parse_request(request.get("request")))
+        report = await self._importer(decode_request(data))
+        return report.to_json()
 
     async def stop(self) -> None:
         """Stop serving and remove the socket."""
@@ -156,13 +180,26 @@ class ImportService:
 
 def submit(path: str, document: bytes, timeout: float = 120.0) -> dict[str, Any]:
     """Send a document to a running being; returns its report (client side of §15.5)."""
-    request = compact(
+    return exchange(
+        path,
         {
             "version": 1,
             "operation": "mind_import",
             "document_base64": base64.b64encode(document).decode("ascii"),
-        }
-    ).encode("utf-8")
+        },
+        timeout,
+    )
+
+
+def submit_operator(path: str, request: OperatorRequest, timeout: float = 30.0) -> dict[str, Any]:
+    """Hand an operator request to a running being; its acknowledgement."""
+    message = {"version": 1, "operation": OPERATOR_OPERATION, "request": request.to_json()}
+    return exchange(path, message, timeout)
+
+
+def exchange(path: str, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request and its reply over the local socket."""
+    request = compact(message).encode("utf-8")
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(timeout)
@@ -180,7 +217,7 @@ def submit(path: str, document: bytes, timeout: float = 120.0) -> dict[str, Any]
     except OSError as error:
         raise StateError(f"local state import service at {path} is unavailable: {error}") from None
     try:
-        reply = json.loads(b"".join(chunks))
+        reply = loads_strict(b"".join(chunks))
     except ValueError as error:
         raise StateError(f"invalid local state import response: {error}") from None
     if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 
 from singularity.domain import events
 from singularity.domain.mind_import import ImportReport, merge, parse_import, read_import_file
 from singularity.errors import StateError, StateLockedError
+from singularity.runtime.import_service import SOCKET_NAME
+from singularity.storage import fsio
 from singularity.storage.activity import ActivityLog
 from singularity.storage.statedir import STATE_FILE, StateDir
 from singularity.timestamps import Clock, now_text, system_clock
 
+log = logging.getLogger(__name__)
 # The lock, not the saved status, tells whether a runtime is alive: a status left at
 # `running` by a crash does not block an import.
 RUNNING_MESSAGE = "the being is running; import through its local state service or stop it first"
@@ -24,6 +29,7 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
     except StateLockedError:
         raise StateError(RUNNING_MESSAGE) from None
     with statedir:
+        remove_stale_socket(statedir.fd)
         state = statedir.load()
         if state is None:
             raise StateError(
@@ -49,6 +55,20 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
             finally:
                 activity.close()
     return report
+
+
+def remove_stale_socket(dir_fd: int) -> bool:
+    """Remove the import socket a killed runtime left behind; the caller holds the lock, so
+    no runtime serves it (decision 25). True when one was removed."""
+    try:
+        info = os.stat(SOCKET_NAME, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(info.st_mode):
+        return False  # not ours: a runtime refuses to start over it, with its own message
+    fsio.remove_file(dir_fd, SOCKET_NAME, point="import-socket")
+    log.info("removed the import socket a stopped runtime left behind")
+    return True
 
 
 def refusal_message(

@@ -1,17 +1,19 @@
-"""Money that cannot be overspent and is debited exactly once (spec §8, decisions 15–16).
+"""Money that cannot be overspent and is debited exactly once (spec §8, decisions 15, 16, 30).
 
 Before every model call the worst-case cost is reserved (journaled); if `remaining`
 cannot cover it the call is not made. After the call the actual cost is journaled as
 `cost_debited` with the reservation's operation id and applied to the budget; the
-budget remembers the newest operation it applied. At boot, `reconcile` applies
-journaled debits the saved budget missed and charges reservations whose call never
-reported back, so a crash can neither lose nor double a debit.
+budget remembers the newest operation it applied. A call whose outcome is unknown (a
+timeout, a connection lost after the request was sent) is charged its reservation: the
+gateway may have done the work. At boot, `reconcile` applies journaled entries the
+saved budget missed and charges reservations whose call never reported back, so a crash
+can neither lose nor double a debit.
 
-Every charge is rounded (half-even) to a picodollar. Unrounded, an instance cost is a
-28-digit fraction (elapsed time over 3.6e12 ns) and subtracting it from `remaining` rounds
-differently from adding it to `instance_spent`, so `starting + earned − spent == remaining`
-drifted by 1e-27 within a few calls; rounded charges keep every sum exact for balances up
-to 1e15 USD.
+All of it is exact (see `singularity.money`): a charge is rounded up to the 28th decimal
+place only where a price makes more places, and every sum of the budget is taken
+without rounding, so `starting + earned + operator credits − spent − given to children
+== remaining` holds to the last digit. Operator credits (funds added by hand) are kept
+apart from `earned`: they are not revenue.
 """
 
 from __future__ import annotations
@@ -20,19 +22,40 @@ import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 
+from pydantic import ValidationError
+
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.budget import Budget
 from singularity.errors import StateError
-from singularity.money import MONEY_CONTEXT, ZERO, add, div, mul, parse_money, sub
+from singularity.money import (
+    EXACT,
+    LIMIT,
+    RANGE_TEXT,
+    ZERO,
+    add,
+    mul,
+    parse_money,
+    ratio_up,
+    round_up,
+    sub,
+)
 from singularity.runtime.being import LiveBeing
 from singularity.storage.activity import Event
 
 MILLION = Decimal(1_000_000)
 # Journal events that change the budget, each carrying an operation id (decisions 16, 17).
-LEDGER_ENTRIES = ("cost_debited", "child_funded", "child_refunded", "revenue_credited")
+LEDGER_ENTRIES = (
+    "cost_debited",
+    "child_funded",
+    "child_refunded",
+    "revenue_credited",
+    "operator_credited",
+)
 NANOS_PER_HOUR = Decimal(3_600_000_000_000)
-CHARGE_QUANTUM = Decimal("1e-12")
+NANOS_PER_SECOND = 1_000_000_000
+MILLIS_PER_HOUR = Decimal(3_600_000)
+U64_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -63,35 +86,67 @@ class Charge:
         return add(self.api, self.instance)
 
 
+def token_cost(prices: Prices, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    """What the tokens cost, exactly, rounded up to 28 places only if the prices need more."""
+    prompt = Decimal(min(prompt_tokens, U64_MAX))
+    completion = Decimal(min(completion_tokens, U64_MAX))
+    return round_up(
+        add(
+            EXACT.divide(mul(prompt, prices.input_per_million), MILLION),
+            EXACT.divide(mul(completion, prices.output_per_million), MILLION),
+        )
+    )
+
+
+def instance_cost(prices: Prices, elapsed_ns: int) -> Decimal:
+    """What `elapsed_ns` of instance time costs, rounded up to 28 places."""
+    if prices.instance_per_hour == 0 or elapsed_ns <= 0:
+        return ZERO
+    elapsed = Decimal(min(elapsed_ns, U64_MAX))
+    return ratio_up(mul(elapsed, prices.instance_per_hour), NANOS_PER_HOUR)
+
+
 def price(
     prices: Prices, prompt_tokens: int, completion_tokens: int, elapsed_ns: int
 ) -> Charge:
-    """The cost of a completion (spec §8.2), each part rounded to a picodollar."""
-    api = add(
-        div(mul(Decimal(prompt_tokens), prices.input_per_million), MILLION),
-        div(mul(Decimal(completion_tokens), prices.output_per_million), MILLION),
+    """The cost of a completion (spec §8.2)."""
+    return Charge(
+        token_cost(prices, prompt_tokens, completion_tokens),
+        instance_cost(prices, elapsed_ns),
+        prompt_tokens + completion_tokens,
     )
-    instance = div(mul(Decimal(elapsed_ns), prices.instance_per_hour), NANOS_PER_HOUR)
-    return Charge(_rounded(api), _rounded(instance), prompt_tokens + completion_tokens)
 
 
-def _rounded(amount: Decimal) -> Decimal:
-    """The amount to a picodollar, keeping a shorter scale (`0`, `0.0035`) as it is.
+def worst_case(prices: Prices, prompt_tokens: int, max_tokens: int, deadline_secs: float) -> Charge:
+    """The most a call can cost: its prompt estimate, `max_tokens` out, its whole deadline."""
+    return Charge(
+        token_cost(prices, prompt_tokens, max_tokens),
+        instance_cost(prices, _nanos(deadline_secs)),
+        0,
+    )
 
-    Amounts too large to hold twelve places in 28 digits (1e16 USD and more) stay as they are.
+
+def _nanos(seconds: float) -> int:
+    """Seconds as written (`0.1` is 100 ms, not its binary neighbour) in nanoseconds."""
+    return int(mul(Decimal(repr(float(seconds))), Decimal(NANOS_PER_SECOND)))
+
+
+def affordable_deadline(
+    prices: Prices, budget: Budget, tokens: Decimal, timeout_secs: float
+) -> float:
+    """The longest deadline up to `timeout_secs` the balance can pay once `tokens` is set aside.
+
+    `timeout_secs` itself when instance time is free or the balance covers all of it.
     """
-    if amount.adjusted() + 13 > MONEY_CONTEXT.prec:
-        return amount
-    rounded = amount.quantize(CHARGE_QUANTUM, context=MONEY_CONTEXT)
-    if rounded == amount:
-        return amount
-    return rounded if rounded != 0 else ZERO
-
-
-def worst_case(prices: Prices, prompt_bytes: int, max_tokens: int, timeout_secs: float) -> Charge:
-    """The most a call can cost: every prompt byte a token, `max_tokens` out, the whole timeout."""
-    timeout_ns = int(Decimal(str(timeout_secs)) * Decimal(1_000_000_000))
-    return price(prices, prompt_bytes, max_tokens, timeout_ns)
+    hourly = prices.instance_per_hour
+    left = sub(budget.remaining, tokens)
+    if hourly == 0 or left >= instance_cost(prices, _nanos(timeout_secs)):
+        return timeout_secs
+    if left <= 0:
+        return 0.0
+    # Whole milliseconds, rounded down: never more time than the balance pays for.
+    millis = int(EXACT.divide_int(mul(left, MILLIS_PER_HOUR), hourly))
+    return min(timeout_secs, millis / 1000)
 
 
 def new_operation_id() -> str:
@@ -148,6 +203,15 @@ def debit(being: LiveBeing, operation_id: str, charge: Charge) -> Charge:
     return charged
 
 
+def charge_reservation(being: LiveBeing, operation_id: str, reservation: Charge) -> Charge:
+    """Debit a call's whole reservation: its outcome or its usage is unknown (decisions 22, 30).
+
+    The gateway may have done the work and will not say how much, so the worst case that
+    was reserved is what it cost; no tokens are counted, since none were reported.
+    """
+    return debit(being, operation_id, Charge(reservation.api, reservation.instance, 0))
+
+
 def apply_funding(budget: Budget, operation_id: str, amount: Decimal) -> None:
     """Move funds from the budget to a child (decision 17)."""
     budget.remaining = sub(budget.remaining, amount)
@@ -155,32 +219,40 @@ def apply_funding(budget: Budget, operation_id: str, amount: Decimal) -> None:
     budget.last_operation = operation_id
 
 
-def revenue_amount(amount: Decimal) -> Decimal:
-    """Revenue as the budget holds it: 28 significant digits, then a picodollar like a charge.
-
-    A JSON number arrives as its exact binary value (0.1 is 0.1000000000000000055…); held
-    unrounded it would make `earned` and `remaining` round differently, as a charge would.
-    """
-    return _rounded(MONEY_CONTEXT.plus(amount))
+def credit_room(budget: Budget) -> Decimal:
+    """How much more money the budget can take: its lifetime money (starting balance,
+    earnings, operator credits) stays within the range."""
+    lifetime = add(add(budget.starting, budget.earned), budget.operator_credited)
+    return max(sub(LIMIT, lifetime), ZERO)
 
 
 def credit(being: LiveBeing, amount: Decimal, source: str) -> Decimal | None:
     """Journal and apply trusted revenue (spec §8.3); the amount credited, None if nothing.
 
     The credit is a ledger entry with its own operation id, journaled before the save that
-    follows, so a resume applies a credit the saved budget missed exactly once.
+    follows, so a resume applies a credit the saved budget missed exactly once. Revenue
+    that would take the being's lifetime money (starting balance plus earnings) beyond
+    the money range is not credited; a warning says so.
     """
     if amount < 0:
         raise StateError("revenue cannot be negative")
-    credited = revenue_amount(amount)
-    if credited <= 0:
+    if amount == 0:
+        return None
+    if amount > credit_room(being.state.budget):
+        being.journal(
+            events.warning(
+                being.now(),
+                being.state.cycle,
+                f"revenue from {source} not credited: the balance must stay {RANGE_TEXT}",
+            )
+        )
         return None
     operation = new_operation_id()
-    event = events.revenue_credited(being.now(), being.state.cycle, credited, source)
+    event = events.revenue_credited(being.now(), being.state.cycle, amount, source)
     event["operation_id"] = operation
     being.journal(event)
-    apply_credit(being.state.budget, operation, credited)
-    return credited
+    apply_credit(being.state.budget, operation, amount)
+    return amount
 
 
 def apply_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
@@ -190,25 +262,83 @@ def apply_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
     budget.last_operation = operation_id
 
 
+def operator_credit(being: LiveBeing, amount: Decimal, request_id: str, note: str) -> Decimal:
+    """Journal and apply an operator's top-up: `remaining` grows, `earned` does not.
+
+    The amount comes checked from the request (positive, in the money range, bounded).
+
+    Like revenue it is a ledger entry with its own operation id, journaled before the save
+    that follows, so a resume applies a credit the saved budget missed exactly once. A
+    credit that would take the lifetime money beyond the money range is refused.
+    """
+    if amount <= 0:
+        raise StateError("an operator credit must be more than zero")
+    if amount > credit_room(being.state.budget):
+        raise StateError(f"an operator credit must keep the balance {RANGE_TEXT}")
+    operation = new_operation_id()
+    cycle = being.state.cycle
+    being.journal(events.operator_credited(being.now(), cycle, operation, request_id, amount, note))
+    apply_operator_credit(being.state.budget, operation, amount)
+    return amount
+
+
+def apply_operator_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
+    """Add an operator's credit to `remaining` and `operator_credited`."""
+    budget.operator_credited = add(budget.operator_credited, amount)
+    budget.remaining = add(budget.remaining, amount)
+    budget.last_operation = operation_id
+
+
 def apply_entry(budget: Budget, event: Event) -> None:
     """Apply one journaled ledger entry (a debit, a funding, a refund, a credit) to the budget."""
     operation = str(event["operation_id"])
     kind = event["type"]
     if kind == "cost_debited":
-        apply_debit(budget, operation, _charge_of(event))
+        apply_debit(budget, operation, charge_of(event))
     elif kind == "revenue_credited":
-        apply_credit(budget, operation, parse_money(event["amount"]))
+        apply_credit(budget, operation, _amount(event, "amount"))
+    elif kind == "operator_credited":
+        apply_operator_credit(budget, operation, _amount(event, "amount"))
     elif kind == "child_funded":
-        apply_funding(budget, operation, parse_money(event["amount"]))
+        apply_funding(budget, operation, _amount(event, "amount"))
     elif kind == "child_refunded":
-        apply_funding(budget, operation, -parse_money(event["amount"]))
+        apply_funding(budget, operation, _amount(event, "amount").copy_negate())
 
 
-def _charge_of(event: Event) -> Charge:
+def _invalid(event: Event, name: str, value: object) -> StateError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return StateError(
+        f"activity.jsonl: {event.get('type')} {event.get('operation_id')} has an invalid "
+        f"{name}: {shown}"
+    )
+
+
+def _amount(event: Event, name: str, default: object = None) -> Decimal:
+    """A journaled amount the boot replays: a non-negative decimal, or a clear state error."""
+    value = event.get(name, default)
+    try:
+        amount = parse_money(value)
+    except ValueError:
+        raise _invalid(event, name, value) from None
+    if amount < 0:
+        raise _invalid(event, name, value)
+    return amount
+
+
+def _tokens(event: Event) -> int:
+    value = event.get("tokens", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**64 - 1:
+        raise _invalid(event, "token count", value)
+    return value
+
+
+def charge_of(event: Event) -> Charge:
+    """The charge a journaled `cost_reserved` or `cost_debited` holds (a `StateError` if bad)."""
     return Charge(
-        parse_money(event.get("api", event.get("amount"))),
-        parse_money(event.get("instance", "0")),
-        int(event.get("tokens", 0)),
+        _amount(event, "api", event.get("amount")),
+        _amount(event, "instance", "0"),
+        _tokens(event),
     )
 
 
@@ -248,7 +378,23 @@ def reconcile(being: LiveBeing, journal: list[Event]) -> int:
     missed, orphans = unsettled(budget, journal)
     for event in missed:
         apply_entry(budget, event)
-    for reservation in orphans:
+    charges = [charge_of(reservation) for reservation in orphans]
+    if missed:
+        _check_loadable(budget)  # before anything is journaled: a refusal writes nothing
+    for reservation, charge in zip(orphans, charges, strict=True):
         # The call's outcome is unknown: it may have been billed, so its reservation is charged.
-        debit(being, str(reservation["operation_id"]), _charge_of(reservation))
+        charge_reservation(being, str(reservation["operation_id"]), charge)
     return len(missed) + len(orphans)
+
+
+def _check_loadable(budget: Budget) -> None:
+    """Refuse a journal whose entries would leave a budget `state.json` cannot hold."""
+    try:
+        Budget.model_validate_json(budget.model_dump_json())
+    except ValidationError as error:
+        detail = error.errors()[0]
+        where = ".".join(str(part) for part in detail["loc"])
+        raise StateError(
+            f"activity.jsonl: its ledger entries would leave budget.{where} outside the "
+            f"money range ({RANGE_TEXT})"
+        ) from None

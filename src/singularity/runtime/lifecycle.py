@@ -9,13 +9,17 @@ afford its next call, is asked to stop, or reaches `max_cycles`; `shutdown` alwa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.mind_import import ImportDocument, ImportReport, merge, parse_import
+from singularity.domain.operator import OperatorRequest
 from singularity.errors import BramaError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
@@ -24,25 +28,37 @@ from singularity.most.client import MostClient
 from singularity.most.tools import most_tools
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.children import settle_unstarted_children, spawn_child_tools
+from singularity.runtime.children import Starter, settle_unstarted_children, spawn_child_tools
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.extension import Extension
 from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
-from singularity.runtime.sanctum import check_sanctum, live_pulses, sanctum_extension
+from singularity.runtime.operator import OperatorDesk
+from singularity.runtime.preflight import preflight
+from singularity.runtime.sanctum import SanctumExtension, live_pulses, sanctum_extension
 from singularity.runtime.tool_call import answer_open_calls
-from singularity.settings_check import Credentials, canonical_workspace, check_runtime
-from singularity.skills import Skills, plan_skills, start_skills
+from singularity.runtime.withholding import Withholding, withheld_import
+from singularity.settings_check import Credentials, born_workspace
+from singularity.skills import Skills, start_skills
 from singularity.storage.activity import Event
+from singularity.storage.statedir import create_private_directory
 from singularity.timestamps import Clock, system_clock
 from singularity.tools.base import FunctionToolset, Toolset
 from singularity.tools.catalogue import Catalogue
-from singularity.tools.confinement import Workspace, check_disjoint
+from singularity.tools.confinement import Workspace
 from singularity.tools.files import file_tools
 from singularity.tools.model_tool import switch_model_tools
+from singularity.tools.output_boundary import OutputBoundary
 from singularity.tools.self_tools import memory_and_self_tools
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+BACKOFF_CAP = 60
+"""The longest wait between failing cycles, in cycle intervals (decision 25)."""
+BACKOFF_DOUBLINGS = 6  # 2**6 > BACKOFF_CAP: doubling further changes nothing
+IN_FLIGHT_CHARGED = "stopped during a model call: its outcome is unknown, its reservation is paid"
+LOGS_DIR = "logs"
+"""Skill servers' stderr, one file per server (decision 25)."""
 
 
 def journal_import(being: LiveBeing, report: ImportReport) -> None:
@@ -60,24 +76,26 @@ def journal_import(being: LiveBeing, report: ImportReport) -> None:
 
 
 def gateway_auth(credentials: Credentials) -> Auth:
-    """The gateway authentication the credentials call for (decision 5)."""
-    secret = credentials.brama_secret
-    if credentials.brama_mode == "hmac" and secret is not None:
-        return Auth.hmac(secret.value)
-    if credentials.brama_mode == "bearer" and secret is not None:
-        return Auth.bearer(secret.value)
-    return Auth.none()
+    """The gateway authentication the credentials call for: HMAC, bearer, both or none
+    (decision 5)."""
+    return Auth(hmac_secret=credentials.brama_secret, bearer_token=credentials.brama_api_key)
 
 
 def builtin_toolsets(
-    being: LiveBeing, settings: Settings, gateway: BramaClient, workspace: Workspace
+    being: LiveBeing,
+    settings: Settings,
+    gateway: BramaClient,
+    workspace: Workspace,
+    desk: OperatorDesk | None = None,
+    start_child: Starter | None = None,
 ) -> list[Toolset]:
     """The built-ins in catalogue order (spec §10.1)."""
     state = being.state
+    review = desk.propose if desk is not None and settings.review_self_edits else None
     return [
-        memory_and_self_tools(state, being.clock),
+        memory_and_self_tools(state, being.clock, review),
         switch_model_tools(state, gateway.models),
-        spawn_child_tools(being, settings),
+        spawn_child_tools(being, settings, start_child),
         FunctionToolset(file_tools(workspace)),
     ]
 
@@ -86,6 +104,29 @@ def default_extensions(being: LiveBeing, settings: Settings) -> list[Extension]:
     """The built-in parts every being has unless a caller names its own: the sanctum, the
     private journal."""
     return [sanctum_extension(being, settings), journal_extension(being, settings)]
+
+
+@dataclass
+class OpenReservations:
+    """The reservations journaled in this process whose outcome is not journaled yet.
+
+    It follows the journal as a listener: at most one model call is in flight at a time.
+    """
+
+    open: dict[str, Event] = field(default_factory=dict)
+
+    def __call__(self, event: Event) -> None:
+        kind, operation = event.get("type"), event.get("operation_id")
+        if not isinstance(operation, str):
+            return
+        if kind == "cost_reserved":
+            self.open[operation] = event
+        elif kind in ("cost_debited", "cost_released"):
+            self.open.pop(operation, None)
+
+    def pending(self) -> list[tuple[str, ledger.Charge]]:
+        """Each open reservation's operation and its reserved charge."""
+        return [(operation, ledger.charge_of(event)) for operation, event in self.open.items()]
 
 
 @dataclass
@@ -106,6 +147,12 @@ class Runtime:
     most: MostClient | None = None
     extensions_started: bool = False
     skills: Skills = field(default_factory=Skills)
+    withholding: Withholding | None = None
+    """The runtime's secrets and the log filter that withholds them (decision 32)."""
+    failures: int = 0
+    """Cycles in a row that failed and were tolerated."""
+    reservations: OpenReservations = field(default_factory=lambda: OpenReservations())
+    desk: OperatorDesk | None = None
 
     @classmethod
     def boot(
@@ -117,26 +164,39 @@ class Runtime:
         extra_toolsets: Callable[[LiveBeing], list[Toolset]] | None = None,
         watchers: Sequence[Callable[[LiveBeing], Callable[[Event], None]]] = (),
         extensions: Callable[[LiveBeing], Sequence[Extension]] | None = None,
+        start_child: Starter | None = None,
     ) -> Runtime:
-        """Validate, open the being, reconcile, build its tools, save it `running`."""
-        credentials = check_runtime(settings)
-        workspace_root = canonical_workspace(settings.workspace)
-        check_disjoint(workspace_root, settings.state_dir)
-        check_sanctum(settings, workspace_root)
-        endpoints = plan_skills(settings)
+        """Validate, open the being, reconcile, build its tools, save it `running`.
+
+        `start_child` starts the children it funds (by default each as a process)."""
+        checked = preflight(settings)
+        if settings.ignored_config_file is not None:
+            log.warning(
+                "not reading %s: the working directory is inside the workspace, which the "
+                "being can write (pass --config to name a file outside it)",
+                settings.ignored_config_file,
+            )
+        credentials, workspace_root = checked.credentials, checked.workspace_root
+        withholding = Withholding(settings, credentials)
         being = open_being(settings, clock=clock)
+        being.withhold_secrets(withholding.scrubber)
         being.listeners.extend(watch(being) for watch in watchers)
         skills = Skills()
         try:
             applied = ledger.reconcile(being, being.activity.events_at_open)
             if applied:
                 log.warning("applied %d journaled ledger entries the saved budget missed", applied)
+            answered = answer_open_calls(being)
+            if answered:
+                log.warning("answered %d tool call(s) that a stop left open", answered)
+            desk = OperatorDesk.open(being, being.activity.events_at_open)
             refunded = settle_unstarted_children(being, settings)
             if refunded:
                 log.warning("took back the funding of %d child(ren) that never started", refunded)
             report = None
             if startup_import is not None:
-                report = merge(being.state, startup_import, being.now())
+                document = withheld_import(startup_import, being.scrubber)
+                report = merge(being.state, document, being.now())
                 if not report.accepted:
                     raise StateError(
                         refusal_message(
@@ -146,6 +206,13 @@ class Runtime:
                             state="created",
                         )
                     )
+            if being.created:
+                # The birth is durable before anything else of the being is: a kill from here
+                # on leaves a state `--resume` can open, a kill before it nothing but a journal
+                # with no event, which a plain start takes over.
+                if born_workspace(settings):
+                    create_private_directory(workspace_root)
+                being.save()
             workspace = Workspace(workspace_root)
             workspace.remove_stale_temps()
             gateway = BramaClient(
@@ -155,12 +222,15 @@ class Runtime:
                 timeout=settings.http_timeout_secs,
                 max_tokens=settings.max_tokens,
                 temperature=settings.temperature,
+                scrubber=withholding.scrubber,
+                tool_choice=settings.brama_tool_choice,
             )
             skills = start_skills(
-                endpoints,
+                checked.endpoints,
                 timeout=settings.mcp_timeout_secs,
                 grace=settings.shutdown_grace_secs,
                 required_surfaces=settings.required_surface_list,
+                log_dir=os.path.join(settings.state_dir, LOGS_DIR),
             )
             skills.on_warning(
                 lambda text: being.journal(events.warning(being.now(), being.state.cycle, text))
@@ -173,14 +243,14 @@ class Runtime:
                     settings.most_url, credentials.most_token, timeout=settings.http_timeout_secs
                 )
                 toolsets.append(most_tools(most))
-            toolsets += builtin_toolsets(being, settings, gateway, workspace)
+            toolsets += builtin_toolsets(being, settings, gateway, workspace, desk, start_child)
             if extensions is None:
                 parts = default_extensions(being, settings)
             else:
                 parts = list(extensions(being))
             for part in parts:
                 toolsets += part.toolsets()
-            catalogue = Catalogue(toolsets)
+            catalogue = Catalogue(toolsets, boundary=OutputBoundary.from_settings(settings))
         except BaseException:
             skills.close()
             being.close()
@@ -201,31 +271,66 @@ class Runtime:
             limits,
             stop_requested=runtime_stop.is_set,
             extensions=parts,
+            inbox=desk.opening,
         )
         runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
         runtime.most = most
+        being.listeners.append(runtime.reservations)
         runtime.skills = skills
+        runtime.desk = desk
+        desk.request_stop = runtime.request_stop
+        desk.sanctum = lambda: _sanctum_of(parts)
         state = being.state
+        runtime.withholding = withholding
         state.status = "running"
-        being.journal(events.started(being.now()))
-        if report is not None:
-            journal_import(being, report)
-        being.save()
+        try:
+            being.journal(events.started(being.now()))
+            if report is not None:
+                journal_import(being, report)
+            being.save()
+        except BaseException:
+            skills.close()
+            being.close()
+            raise
+        withholding.install()
         return runtime
 
     def request_stop(self) -> None:
         """Ask the being to stop at the next safe point."""
         self.stop_event.set()
 
-    async def _live_one(self, life: Life | None = None) -> CycleReport:
-        """One cycle with the extensions' hooks around it (`life`: a pulse's capped life)."""
+    async def start_extensions(self) -> None:
+        """Run the extensions' boot hooks, once."""
         if not self.extensions_started:
             self.extensions_started = True
             for extension in self.life.extensions:
                 await extension.at_boot()
-        report = await live_cycle(life or self.life)
-        for extension in self.life.extensions:
-            await extension.after_cycle(report)
+
+    def settle_operator(self) -> None:
+        """Apply what the operator asked for that takes effect between cycles."""
+        if self.desk is not None and not self.being.broken:
+            self.desk.settle()
+
+    @property
+    def paused(self) -> bool:
+        """Whether the operator paused the being (`run` lives no cycle until resumed)."""
+        return self.desk is not None and self.desk.paused
+
+    async def _live_one(self, life: Life | None = None) -> CycleReport:
+        """One cycle with the extensions' hooks around it (`life`: a pulse's capped life)."""
+        await self.start_extensions()
+        self.settle_operator()
+        cycle_before = self.being.state.cycle
+        try:
+            report = await live_cycle(life or self.life)
+            if report.cycle > cycle_before:
+                being = self.being
+                being.journal(events.cycle_finished(being.now(), report.cycle, report.status))
+            for extension in self.life.extensions:
+                await extension.after_cycle(report)
+        finally:
+            if self.withholding is not None:
+                self.withholding.refresh()  # the journal may have made its first key
         return report
 
     async def once(self) -> CycleReport:
@@ -242,7 +347,7 @@ class Runtime:
 
     async def apply_import(self, document_bytes: bytes) -> ImportReport:
         """Apply an import between cycles: merge, journal and save, as an offline import would."""
-        document = parse_import(document_bytes)
+        document = withheld_import(parse_import(document_bytes), self.being.scrubber)
         async with self.cycle_lock:
             being = self.being
             report = merge(being.state, document, being.now())
@@ -253,7 +358,9 @@ class Runtime:
 
     async def run(self, max_cycles: int | None = None) -> None:
         """Live cycles until exhausted, stopped, or `max_cycles`; serve imports between cycles."""
-        service = ImportService(socket_path(self.settings.state_dir), self.apply_import)
+        service = ImportService(
+            socket_path(self.settings.state_dir), self.apply_import, self.accept_operator
+        )
         await service.start()
         try:
             if self.settings.pulse:
@@ -263,59 +370,111 @@ class Runtime:
         finally:
             await service.stop()
 
+    def accept_operator(self, request: OperatorRequest) -> dict[str, object]:
+        """Queue an operator request that came through the local socket."""
+        assert self.desk is not None
+        self.desk.accept(request)
+        return {"request_id": request.id, "kind": request.kind, "queued": True}
+
     async def _live(self, max_cycles: int | None) -> None:
         lived = 0
+        await self.start_extensions()
         while not self.stop_event.is_set() and (max_cycles is None or lived < max_cycles):
-            try:
-                async with self.cycle_lock:
-                    report = await self._live_one()
-            except BramaError as error:
-                if error.retry is RetryClass.PERMANENT:
-                    self._note_permanent(error)
-                    raise
-                self._tolerate(error)
-            except SingularityError as error:
-                if error.exit_code == 4 and not isinstance(error, StateError):
-                    raise  # a write or fsync failure is fatal (decision 12)
-                self._tolerate(error)
-            else:
-                log.info(
-                    "cycle %d %s; balance %s USD, earned %s USD",
-                    report.cycle,
-                    report.status,
-                    report.balance_usd,
-                    report.earned_usd,
-                )
-                if report.status in ("budget_exhausted", "cancelled"):
-                    break
+            self.settle_operator()
+            if self.paused:
+                await self._wait_for_operator(None)
+                continue
+            report = await self.live_step()
+            if report is not None and report.status in ("budget_exhausted", "cancelled"):
+                break
             lived += 1  # a cycle that failed and was tolerated counts too
             if max_cycles is not None and lived >= max_cycles:
                 break
-            await self._sleep(self.settings.cycle_interval_secs)
+            await self._sleep(self.next_wait())
+
+    async def live_step(self) -> CycleReport | None:
+        """Live one cycle under the loop's rule for failures (`tolerating`)."""
+        report = await self.tolerating(self._live_one)
+        if report is not None:
+            log.info(
+                "cycle %d %s; balance %s USD, earned %s USD",
+                report.cycle,
+                report.status,
+                report.balance_usd,
+                report.earned_usd,
+            )
+        return report
+
+    async def tolerating(self, step: Callable[[], Awaitable[T]]) -> T | None:
+        """Live a step (a cycle, a pulse) under the cycle lock: None when it failed and was
+        tolerated (journaled, counted in `failures`); a permanent gateway error or a write
+        failure is raised."""
+        try:
+            async with self.cycle_lock:
+                done = await step()
+        except BramaError as error:
+            if error.retry is RetryClass.PERMANENT:
+                self._note_permanent(error)
+                raise
+            self._tolerate(error)
+            return None
+        except SingularityError as error:
+            if error.exit_code == 4 and not isinstance(error, StateError):
+                raise  # a write or fsync failure is fatal (decision 12)
+            self._tolerate(error)
+            return None
+        self.failures = 0
+        return done
+
+    def next_wait(self) -> float:
+        """Seconds before the next cycle: the interval, doubled for each failure in a row.
+
+        A gateway that is down is not asked again every few seconds (decision 25); the
+        wait is capped at sixty intervals.
+        """
+        interval = self.settings.cycle_interval_secs
+        if not self.failures:
+            return interval
+        return min(interval * 2.0 ** min(self.failures, BACKOFF_DOUBLINGS), interval * BACKOFF_CAP)
 
     def _tolerate(self, error: SingularityError) -> None:
+        """Journal a tolerated failure (shown once, by whoever watches the journal)."""
         being = self.being
-        log.warning("cycle %d failed: %s", being.state.cycle, error)
+        self.failures += 1
         being.journal(events.warning(being.now(), being.state.cycle, str(error)))
 
     async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self.stop_event.wait(), timeout=seconds)
-        except TimeoutError:
-            pass
+        """Sleep between cycles; the operator's requests are applied as they come."""
+        if self.desk is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop_event.wait(), timeout=seconds)
+            return
+        await self.desk.sleep(self.stop_event, seconds)
 
-    def stop_now(self) -> None:
-        """Save the being for an immediate exit (decision 9: a second signal).
+    async def _wait_for_operator(self, timeout: float | None) -> bool:
+        """Wait for an operator request or a stop; False when the time ran out."""
+        if self.desk is None:
+            return False
+        return await self.desk.wait(self.stop_event, timeout)
 
-        No call is left unanswered in the conversation, the final status is set and
-        `stopped` journaled; a reservation whose call is in flight stays open, so the
-        next boot charges it. Nothing is raised: the process is about to end.
+    def stop_now(self) -> bool:
+        """Save the being for an immediate exit (decision 9: a second signal); True if saved.
+
+        No call is left unanswered in the conversation, a model call in flight is charged
+        its reservation (its outcome is unknown, decision 30), the final status is set and
+        `stopped` journaled, so the state left is one `verify` accepts. Nothing is raised:
+        the process is about to end.
         """
         being = self.being
         state = being.state
-        if being.broken or (self.closed and state.status in ("stopped", "exhausted", "failed")):
-            return  # nothing can be written, or shutdown already wrote the end
+        if being.broken:
+            return False  # nothing can be written
+        if self.closed and state.status in ("stopped", "exhausted", "failed"):
+            return True  # shutdown already wrote the end
         try:
+            for operation, reserved in self.reservations.pending():
+                ledger.charge_reservation(being, operation, reserved)
+                being.journal(events.warning(being.now(), state.cycle, IN_FLIGHT_CHARGED))
             answer_open_calls(being)
             if self.failure is not None:
                 state.status = "failed"
@@ -327,6 +486,8 @@ class Runtime:
             being.save()
         except SingularityError as error:
             log.error("could not save before exiting: %s", error)
+            return False
+        return True
 
     async def shutdown(self) -> None:
         """Stopping, then stopped or exhausted (spec §7.7); failed after a permanent error."""
@@ -337,6 +498,7 @@ class Runtime:
         state = being.state
         try:
             if not being.broken:
+                self.settle_operator()
                 solvent = state.budget.solvent and state.status != "exhausted"
                 state.status = "stopping"
                 being.save()
@@ -358,3 +520,12 @@ class Runtime:
                 await self.skills.aclose()  # a no-op unless the steps above were cut short
             finally:
                 being.close()
+                if self.withholding is not None:
+                    self.withholding.uninstall()
+
+
+def _sanctum_of(parts: Sequence[Extension]) -> SanctumExtension | None:
+    for part in parts:
+        if isinstance(part, SanctumExtension):
+            return part
+    return None

@@ -21,23 +21,21 @@ from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.records import ChatMessage
 from singularity.errors import (
-    BramaError,
     ConfigurationError,
-    RetryClass,
     SingularityError,
     StateError,
 )
-from singularity.jsoncodec import compact
 from singularity.money import add, render_money, sub
-from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.cycle import CycleReport, Life, request_messages
+from singularity.runtime.cycle import CycleReport, Life, plan_call, request_messages
 from singularity.runtime.extension import Extension
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.names import PULSE_FILE
-from singularity.sanctum.pulse import QuietHours, schedule_from
+from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from
 from singularity.sanctum.store import SanctumStore
-from singularity.timestamps import Clock, render_timestamp
+from singularity.storage import fsio
+from singularity.storage.activity import read_events
+from singularity.timestamps import Clock, parse_timestamp, render_timestamp
 
 if TYPE_CHECKING:
     from singularity.runtime.lifecycle import Runtime
@@ -85,8 +83,8 @@ class PulseReport:
         }
 
 
-def quiet_window(settings: Settings, clock: Clock) -> QuietHours | None:
-    """The quiet hours holding the clock's now, read without locking or changing anything."""
+def pulse_schedule(settings: Settings) -> Schedule:
+    """The pulse schedule: `PULSE.md` over the configuration, read without the lock."""
     config = SanctumConfig.from_settings(settings, pulse=True)
     text = None
     if os.path.isdir(config.root) and not os.path.islink(config.root):
@@ -97,8 +95,43 @@ def quiet_window(settings: Settings, clock: Clock) -> QuietHours | None:
             text = None
         finally:
             store.close()
-    schedule = schedule_from(text, config.default_frequency, config.quiet)
-    return schedule.quiet_at(clock())
+    return schedule_from(text, config.default_frequency, config.quiet)
+
+
+def quiet_window(settings: Settings, clock: Clock) -> QuietHours | None:
+    """The quiet hours holding the clock's now, read without locking or changing anything."""
+    return pulse_schedule(settings).quiet_at(clock())
+
+
+def last_pulse(settings: Settings) -> datetime | None:
+    """When the being's last pulse finished, from its activity journal (read, not locked)."""
+    try:
+        dir_fd = fsio.open_dir(settings.state_dir)
+    except OSError:
+        return None
+    try:
+        found = [e for e in read_events(dir_fd) if e.get("type") == "pulse_finished"]
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        return parse_timestamp(str(found[-1]["at"])) if found else None
+    except ValueError:
+        return None
+
+
+def pulse_due(settings: Settings, clock: Clock) -> str | None:
+    """Why no pulse may start now (quiet hours, or not due yet); None when one may."""
+    schedule = pulse_schedule(settings)
+    now = clock()
+    window = schedule.quiet_at(now)
+    if window is not None:
+        return f"quiet hours {window.render()}"
+    start = schedule.next_start(last_pulse(settings), now)
+    if start > now:
+        return f"not due until {render_timestamp(start)}"
+    return None
 
 
 def _spent(being: LiveBeing) -> Decimal:
@@ -120,12 +153,7 @@ def _round_boundary(conversation: Sequence[ChatMessage]) -> bool:
 
 
 def _worst_case(life: Life) -> Decimal:
-    messages = request_messages(life)
-    size = len(compact(messages).encode("utf-8", "surrogatepass"))
-    size += len(compact(life.catalogue.wire()).encode("utf-8"))
-    limits = life.limits
-    charge = ledger.worst_case(life.prices, size, limits.max_tokens, limits.http_timeout_secs)
-    return charge.total
+    return plan_call(life, request_messages(life)).charge.total
 
 
 async def live_pulse(runtime: Runtime) -> PulseReport:
@@ -188,27 +216,21 @@ async def live_pulses(
     sleep = wait or runtime._sleep
     lived = 0
     while not runtime.stop_event.is_set() and (max_pulses is None or lived < max_pulses):
+        runtime.settle_operator()
+        if runtime.paused:
+            await runtime._wait_for_operator(None)
+            continue
         now = now_of()
         schedule = sanctum.schedule()
         start = schedule.next_start(sanctum.last_pulse, now)
         if start > now or schedule.quiet_at(now) is not None:
             await sleep(min(MAX_WAIT_SECS, max(1.0, (start - now).total_seconds())))
             continue
-        try:
-            async with runtime.cycle_lock:
-                result = await live_pulse(runtime)
-        except BramaError as error:
-            if error.retry is RetryClass.PERMANENT:
-                runtime.failure = error
-                raise
-            runtime._tolerate(error)
-        except SingularityError as error:
-            if error.exit_code == 4 and not isinstance(error, StateError):
-                raise
-            runtime._tolerate(error)
-        else:
-            if result.status == "budget_exhausted" or runtime.stop_event.is_set():
-                break
+        result = await runtime.tolerating(lambda: live_pulse(runtime))
+        if result is not None and (
+            result.status == "budget_exhausted" or runtime.stop_event.is_set()
+        ):
+            break
         lived += 1
 
 

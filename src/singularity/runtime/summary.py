@@ -1,11 +1,19 @@
-"""A readable summary of a being for `singularity show`."""
+"""A readable summary of a being for `singularity show`: the state, and metadata of its
+sanctum and its private journal."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from singularity.config import Settings
 from singularity.domain.state import AgentState
+from singularity.errors import SingularityError
 from singularity.money import render_money
+from singularity.sanctum.extension import SanctumConfig
+from singularity.sanctum.names import SanctumRefusal
+from singularity.sanctum.store import SanctumStore
+from singularity.sanctum.wake import wake
 
 NEWEST_MEMORIES = 5
 
@@ -26,6 +34,7 @@ def summarize(state: AgentState) -> dict[str, Any]:
             "api_spent": render_money(budget.api_spent),
             "instance_spent": render_money(budget.instance_spent),
             "children_funded": render_money(budget.children_funded),
+            "operator_credited": render_money(budget.operator_credited),
             "net_profit": render_money(budget.net_profit),
             "total_tokens": budget.total_tokens,
         },
@@ -48,3 +57,57 @@ def summarize(state: AgentState) -> dict[str, Any]:
         "started_at": state.started_at,
         "updated_at": state.updated_at,
     }
+
+
+def sanctum_summary(settings: Settings) -> dict[str, Any]:
+    """What the sanctum holds, in counts and names only (never a memory's body)."""
+    root = SanctumConfig.from_settings(settings).root
+    if not os.path.isdir(root) or os.path.islink(root):
+        return {"path": root, "born": False}
+    store = SanctumStore(root)
+    try:
+        woken = wake(store, root, bodies=False)
+    except SanctumRefusal as refusal:
+        return {"path": root, "born": False, "error": refusal.message}
+    finally:
+        store.close()
+    memory = woken.memory
+    if memory is None:
+        return {"path": root, "born": False, "mode": woken.mode}
+    return {
+        "path": root,
+        "born": True,
+        "mode": woken.mode,
+        "memory_files": sum(count for _, count in memory.folders),
+        "folders": len(memory.folders),
+        "session_notes": memory.session_notes,
+        "tended": memory.tended,
+        "session_notes_since_tending": memory.since,
+        "undistilled_raw": len(memory.undistilled),
+        "pending_items": sum(1 for line in memory.pending.splitlines() if line.strip()),
+        "first_breath_unfinished": [name for name, _ in woken.unfinished],
+    }
+
+
+def journal_summary(settings: Settings, state: AgentState) -> dict[str, Any]:
+    """The private journal's metadata (never its text): counts, ages, backend, embedder."""
+    from singularity.journal.extension import fingerprint_of, journal_config
+    from singularity.journal.opening import KeyLost, open_journal
+
+    config = journal_config(settings, fingerprint_of(state))
+    try:
+        journal = open_journal(config, create=False, recover=False)
+    except KeyLost:
+        return {"state": "key_lost"}
+    except SingularityError as error:
+        return {"state": "unreadable", "error": str(error)}
+    if journal is None:
+        return {"state": "none"}
+    try:
+        stats = journal.stats()
+    except SingularityError as error:
+        return {"state": "unreadable", "error": str(error)}
+    finally:
+        journal.close()
+    keys = ("backend", "location", "entries", "promoted", "redacted", "oldest_age_hours")
+    return {"state": "ok", **{key: stats[key] for key in keys}, "embedder": stats["embedder"]}

@@ -1,20 +1,25 @@
 """`singularity verify`: every invariant of a state directory, checked without changing it.
 
 It accepts any valid being-v1 directory, including one written by hand or by another
-implementation of the spec, and lists everything that is wrong.
+implementation of the spec, and lists everything that is wrong. It may run beside a living
+being (decision 25): what that being is in the middle of (a model call in flight, a save)
+is a warning, not a problem.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass, field
 from decimal import Decimal
 
+from singularity.domain.budget import Budget
 from singularity.domain.mind import MAX_MEMORIES
 from singularity.domain.state import MAX_RECENT_ACTIONS, AgentState, parse_state
 from singularity.errors import SingularityError
-from singularity.money import add, parse_money, render_money, sub
+from singularity.money import EXACT, add, parse_money, render_money, sub
 from singularity.runtime import ledger
+from singularity.runtime.family import is_alive
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 from singularity.storage.activity import ACTIVITY_FILE, Event, scan
@@ -33,53 +38,106 @@ def _mode_problem(name: str, info: os.stat_result, allowed: int) -> str | None:
     return None
 
 
+@dataclass
+class Findings:
+    """What `verify` found: problems (the directory is not sound) and warnings (it is)."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    alive: bool = False
+    """A runtime holds the lock: the state may lag the journal by the step in progress."""
+
+    def settling(self, stopped: str, living: str) -> None:
+        """What a boot repairs by design: a problem on a stopped being, a warning beside a
+        living one, which is in the middle of writing it."""
+        if self.alive:
+            self.warnings.append(living)
+        else:
+            self.problems.append(stopped)
+
+
 def verify_state_dir(path: str) -> list[str]:
     """Every problem found in the state directory; empty when it is sound."""
+    return inspect_state_dir(path).problems
+
+
+def inspect_state_dir(path: str, *, alive: bool | None = None) -> Findings:
+    """Every problem and every warning about the state directory.
+
+    Beside a living being (`alive`, by default whether a runtime holds the lock) a model
+    call in flight, a journaled step not yet saved and a journal line being written are
+    reported as warnings: the runtime settles them itself.
+    """
     try:
         info = os.lstat(path)
     except OSError as error:
-        return [f"cannot open {path}: {os_error_text(error)}"]
+        return Findings([f"cannot open {path}: {os_error_text(error)}"])
     if stat.S_ISLNK(info.st_mode):
-        return [f"{path} is a symlink"]
+        return Findings([f"{path} is a symlink"])
     if not stat.S_ISDIR(info.st_mode):
-        return [f"{path} is not a directory"]
-    problems = [p for p in [_mode_problem("state directory", info, 0o700)] if p]
+        return Findings([f"{path} is not a directory"])
+    found = Findings(alive=is_alive(path) if alive is None else alive)
+    found.problems += [p for p in [_mode_problem("state directory", info, 0o700)] if p]
     dir_fd = fsio.open_dir(path)
     try:
-        problems += _check_entries(dir_fd)
+        _check_entries(dir_fd, found)
         state, state_problems = _check_state(dir_fd)
-        problems += state_problems
-        journal, journal_problems = _check_journal(dir_fd)
-        problems += journal_problems
+        found.problems += state_problems
+        journal = _check_journal(dir_fd, found)
         if state is not None:
-            problems += check_state_invariants(state)
+            found.problems += check_state_invariants(state)
+            found.warnings += state_warnings(state)
             if journal is not None:
-                problems += check_budget_against_journal(state, journal)
-                problems += check_ledger_against_journal(state, journal)
-            problems += _check_archive(dir_fd, state)
+                settled = _settled_part(state, journal, found)
+                found.problems += check_budget_against_journal(state, settled)
+                found.problems += check_ledger_against_journal(state, settled)
+            _check_archive(dir_fd, state, found)
     finally:
         os.close(dir_fd)
-    return problems
+    return found
 
 
-def _check_entries(dir_fd: int) -> list[str]:
-    problems = []
+def _settled_part(state: AgentState, journal: list[Event], found: Findings) -> list[Event]:
+    """The journal without what a living being has yet to settle or save.
+
+    The call in flight has only its reservation; an entry journaled just before a save is
+    not in `state.json` yet. A stopped being's journal is checked whole.
+    """
+    if not found.alive:
+        return journal
+    missed, pending = ledger.unsettled(state.budget, journal)
+    for event in pending:
+        found.warnings.append(
+            f"a model call is in flight (operation {event['operation_id']}): its reservation "
+            "is settled when it answers"
+        )
+    if missed:
+        found.warnings.append(
+            f"{len(missed)} journaled ledger entr{'y is' if len(missed) == 1 else 'ies are'} "
+            "not saved yet: the being is saving"
+        )
+    open_operations = {event.get("operation_id") for event in (*missed, *pending)}
+    return [event for event in journal if event.get("operation_id") not in open_operations]
+
+
+def _check_entries(dir_fd: int, found: Findings) -> None:
+    problems = found.problems
     for name in sorted(os.listdir(dir_fd)):
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if TEMP_PATTERN.fullmatch(name):
-            problems.append(f"leftover temp file {name}")
+            found.settling(f"leftover temp file {name}", f"temp file {name}: a save is under way")
         elif name in (STATE_FILE, ACTIVITY_FILE, "lock", "conversation.jsonl"):
             if not stat.S_ISREG(info.st_mode):
                 problems.append(f"{name} is not a regular file")
             else:
                 problems += [p for p in [_mode_problem(name, info, 0o600)] if p]
-        elif name == "sanctum":
-            # Its files are the operator's to edit too; only the folder itself is checked.
+        elif name in ("sanctum", "logs"):
+            # The sanctum's files are the operator's to edit too, the logs' are only the
+            # skill servers' stderr: only the folder itself is checked.
             if not stat.S_ISDIR(info.st_mode):
-                problems.append("sanctum is not a directory")
+                problems.append(f"{name} is not a directory")
             else:
                 problems += [p for p in [_mode_problem(name, info, 0o700)] if p]
-    return problems
 
 
 def _check_state(dir_fd: int) -> tuple[AgentState | None, list[str]]:
@@ -95,47 +153,48 @@ def _check_state(dir_fd: int) -> tuple[AgentState | None, list[str]]:
         return None, [str(error)]
 
 
-def _check_journal(dir_fd: int) -> tuple[list[Event] | None, list[str]]:
+def _check_journal(dir_fd: int, found: Findings) -> list[Event] | None:
     try:
         data = fsio.read_at(dir_fd, ACTIVITY_FILE, 1 << 40)
     except FileNotFoundError:
-        return [], []
+        return []
     except OSError as error:
-        return None, [f"cannot read activity.jsonl: {os_error_text(error)}"]
+        found.problems.append(f"cannot read activity.jsonl: {os_error_text(error)}")
+        return None
     try:
-        found = scan(data)
+        scanned = scan(data)
     except SingularityError as error:
-        return None, [str(error)]
-    problems = []
-    if found.torn_bytes:
-        problems.append(
-            f"activity.jsonl ends with a torn line of {found.torn_bytes} bytes "
-            "(the next boot cuts it)"
+        found.problems.append(str(error))
+        return None
+    if scanned.torn_bytes:
+        found.settling(
+            f"activity.jsonl ends with a torn line of {scanned.torn_bytes} bytes "
+            "(the next boot cuts it)",
+            "activity.jsonl ends with a line being written",
         )
-    for number, event in enumerate(found.events, start=1):
+    for number, event in enumerate(scanned.events, start=1):
         at = event.get("at")
         if not isinstance(at, str) or not is_timestamp(at):
-            problems.append(f"activity.jsonl line {number} has no valid `at` timestamp")
-    return found.events, problems
+            found.problems.append(f"activity.jsonl line {number} has no valid `at` timestamp")
+    return scanned.events
 
 
 def check_state_invariants(state: AgentState) -> list[str]:
     """Bounds and budget arithmetic that every saved being satisfies."""
     problems = []
     budget = state.budget
-    for name in ("starting", "remaining", "api_spent", "instance_spent", "earned"):
+    names = ("starting", "api_spent", "instance_spent", "earned", "operator_credited")
+    for name in names:
         if getattr(budget, name) < 0:
             problems.append(f"budget.{name} is negative")
     if budget.total_tokens < 0:
         problems.append("budget.total_tokens is negative")
-    expected = sub(
-        sub(add(budget.starting, budget.earned), budget.api_spent), budget.instance_spent
-    )
-    expected = sub(expected, budget.children_funded)
-    if expected != budget.remaining:
+    expected = expected_remaining(budget)
+    credits = " + operator credits" if budget.operator_credited else ""
+    if expected != budget.remaining and not foreign_rounding(budget):
         problems.append(
             f"budget.remaining is {render_money(budget.remaining)} but starting + earned - "
-            f"spent - children funded is {render_money(expected)}"
+            f"spent - children funded{credits} is {render_money(expected)}"
         )
     if state.cycle < 0:
         problems.append("cycle is negative")
@@ -144,6 +203,48 @@ def check_state_invariants(state: AgentState) -> list[str]:
     if len(state.mind.memories) > MAX_MEMORIES:
         problems.append(f"more than {MAX_MEMORIES} memories")
     return problems
+
+
+def expected_remaining(budget: Budget) -> Decimal:
+    """`starting + earned - api_spent - instance_spent - children_funded + operator_credited`,
+    exactly."""
+    total = sub(add(budget.starting, budget.earned), budget.api_spent)
+    total = sub(sub(total, budget.instance_spent), budget.children_funded)
+    return add(total, budget.operator_credited)
+
+
+def foreign_rounding(budget: Budget) -> bool:
+    """Whether `remaining` is off the exact sum only by another runtime's rounding.
+
+    The original keeps money in a 96-bit decimal, which rounds a sum beyond about 28
+    significant digits; a budget it wrote (no operation ids) may be off by such rounding,
+    never by more than a 10^-24 part of the being's lifetime money.
+    """
+    if budget.last_operation is not None:
+        return False
+    lifetime = max(add(budget.starting.copy_abs(), budget.earned.copy_abs()), Decimal(1))
+    drift = sub(expected_remaining(budget), budget.remaining).copy_abs()
+    return drift <= lifetime.scaleb(-24, context=EXACT)
+
+
+def state_warnings(state: AgentState) -> list[str]:
+    """What is sound but worth saying: a negative balance, which the original allows (§8.2),
+    and a balance off the exact sum by the original's rounding."""
+    budget = state.budget
+    warnings = []
+    if budget.remaining < 0:
+        warnings.append(
+            f"budget.remaining is {render_money(budget.remaining)}: the being spent more than "
+            "it had (the original runtime has no debt limit); it stays exhausted until credited"
+        )
+    expected = expected_remaining(budget)
+    if expected != budget.remaining and foreign_rounding(budget):
+        warnings.append(
+            f"budget.remaining is {render_money(budget.remaining)} but starting + earned - "
+            f"spent - children funded is {render_money(expected)}: the rounding of the "
+            "runtime that wrote it"
+        )
+    return warnings
 
 
 def check_budget_against_journal(state: AgentState, journal: list[Event]) -> list[str]:
@@ -234,23 +335,28 @@ def check_ledger_against_journal(state: AgentState, journal: list[Event]) -> lis
     return problems
 
 
-def _check_archive(dir_fd: int, state: AgentState) -> list[str]:
+def _check_archive(dir_fd: int, state: AgentState, found: Findings) -> None:
     """`conversation.jsonl` holds exactly the messages the state says it archived (decision 8)."""
     try:
         data = fsio.read_at(dir_fd, ARCHIVE_FILE, 1 << 40)
     except FileNotFoundError:
         data = b""
     except OSError as error:
-        return [f"cannot read {ARCHIVE_FILE}: {os_error_text(error)}"]
+        found.problems.append(f"cannot read {ARCHIVE_FILE}: {os_error_text(error)}")
+        return
     held, expected = data.count(b"\n"), state.mind.conversation_archived
-    problems = []
     if held < expected:
-        problems.append(f"{ARCHIVE_FILE} holds {held} messages but the state archived {expected}")
+        found.problems.append(
+            f"{ARCHIVE_FILE} holds {held} messages but the state archived {expected}"
+        )
     elif held > expected:
-        problems.append(
+        found.settling(
             f"{ARCHIVE_FILE} holds {held - expected} message(s) beyond the {expected} the state "
-            "archived (the next boot cuts them)"
+            "archived (the next boot cuts them)",
+            f"{ARCHIVE_FILE} holds {held - expected} message(s) the being is saving",
         )
     if data and not data.endswith(b"\n"):
-        problems.append(f"{ARCHIVE_FILE} ends with a torn line (the next boot cuts it)")
-    return problems
+        found.settling(
+            f"{ARCHIVE_FILE} ends with a torn line (the next boot cuts it)",
+            f"{ARCHIVE_FILE} ends with a line being written",
+        )

@@ -24,8 +24,11 @@ from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.state import AgentState
 from singularity.errors import SingularityError
+from singularity.mind.context import BYTES_PER_TOKEN
+from singularity.mind.prompt import system_message_text
 from singularity.money import render_money
 from singularity.sanctum import definitions, tools, writing
+from singularity.sanctum.fitting import fit, json_size
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import (
     IDENTITY_FILES,
@@ -35,13 +38,13 @@ from singularity.sanctum.names import (
     SESSIONS,
     TENDED,
     SanctumRefusal,
-    session_note_name,
+    runtime_notes_name,
 )
-from singularity.sanctum.notes import NoteKeeper, note_text
+from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.sanctum.pulse import QuietHours, Schedule, configured_schedule, schedule_from
 from singularity.sanctum.scan import MapCache
 from singularity.sanctum.store import SanctumStore, ensure_root
-from singularity.sanctum.wake import Wake, wake
+from singularity.sanctum.wake import SECTION_CAP, Wake, wake
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
 from singularity.tools.base import FunctionTool, FunctionToolset, JsonObject, Outcome, Toolset
 
@@ -50,6 +53,13 @@ Event = dict[str, Any]
 MODEL_LABEL = "(the root of every singularity_sanctum_* path)"
 SECTION_HEADER = "\n\nSanctum:\n"
 UNAVAILABLE = "sanctum_unavailable"
+NOTES_FILE_CAP = 64 * 1024
+SYSTEM_SHARE = 50
+"""Percent of the context budget the whole system message may take."""
+MIN_ROOM = 2048
+"""The sanctum's floor: its minimal form, whatever the mind takes."""
+OTHER_SECTIONS = 256
+"""Room kept for the other parts' sections (the journal's mood line)."""
 PREAMBLE = (
     "Your sanctum: your memory as small Markdown files (singularity_sanctum_* tools). "
     "Below: your identity files and a map of your memory, without the bodies. A cycle "
@@ -117,6 +127,8 @@ class SanctumConfig:
     limits: PulseLimits = PulseLimits(8, Decimal("0.1"))
     default_frequency: timedelta = timedelta(hours=6)
     quiet: tuple[QuietHours, ...] = ()
+    context_tokens: int = 8192
+    """The model's context budget; the whole system message must fit in it."""
 
     @classmethod
     def from_settings(cls, settings: Settings, *, pulse: bool | None = None) -> SanctumConfig:
@@ -132,6 +144,7 @@ class SanctumConfig:
             limits=PulseLimits(rounds, settings.pulse_max_cost),
             default_frequency=frequency,
             quiet=quiet,
+            context_tokens=settings.context_tokens,
         )
 
 
@@ -155,6 +168,8 @@ class SanctumCore:
         """Set while a pulse cycle runs."""
         self._generation = 0
         self._map = MapCache()
+        self._notes_part: dict[str, int] = {}
+        """The part of each day's runtime notes being filled."""
         self._cached: tuple[object, str] | None = None
         for event in past:
             self._observe(event)
@@ -178,11 +193,20 @@ class SanctumCore:
         return [self._toolset]
 
     def prompt_section(self) -> str:
-        """The `Sanctum:` section: a short preamble, directives, then the wake text."""
-        signature = self._signature()
+        """The `Sanctum:` section: a short preamble, directives, then the wake text, within
+        the room the mind's sections leave in the context budget."""
+        room = self.room()
+        signature = (self._signature(), room)
         if self._cached is None or self._cached[0] != signature:
-            self._cached = (signature, SECTION_HEADER + self._compose())
+            self._cached = (signature, SECTION_HEADER + self._compose(room))
         return self._cached[1]
+
+    def room(self) -> int:
+        """The JSON bytes the section may take: the system message may take half of the
+        context (the conversation gets the rest), and the mind's sections come first."""
+        share = self.config.context_tokens * BYTES_PER_TOKEN * SYSTEM_SHARE // 100
+        mind = json_size(system_message_text(self.host.state.mind))
+        return min(SECTION_CAP, max(MIN_ROOM, share - mind - OTHER_SECTIONS))
 
     async def at_boot(self) -> None:
         """Open the sanctum (birthing or finishing it), then note cycles a crash left bare."""
@@ -250,17 +274,31 @@ class SanctumCore:
         if store is None:
             return
         for digest in self.notes.due(through):
-            name = session_note_name(digest.day, digest.cycle)
             try:
-                created = store.create((MEMORY, SESSIONS, name), note_text(digest, ended).encode())
+                name = self._add_note(store, digest, ended)
             except SanctumRefusal as refusal:
                 log.warning("cannot write the session note of cycle %d: %s", digest.cycle, refusal)
                 continue
-            if created:
-                path = f"{MEMORY}/{SESSIONS}/{name}"
-                self.host.journal(events.session_note_auto(self.host.now(), digest.cycle, path))
+            path = f"{MEMORY}/{SESSIONS}/{name}"
+            self.host.journal(events.session_note_auto(self.host.now(), digest.cycle, path))
             self.notes.settled(digest.cycle)
             self.invalidate()
+
+    def _add_note(self, store: SanctumStore, digest: CycleDigest, ended: str) -> str:
+        """Add the cycle's section to the day's file of runtime notes; the file's name."""
+        part = self._notes_part.get(digest.day, 1)
+        while True:
+            name = runtime_notes_name(digest.day, part)
+            existing = store.read_optional((MEMORY, SESSIONS, name), NOTES_FILE_CAP * 2)
+            text = with_note(existing, digest, ended)
+            if text is None:
+                return name  # written before a crash could journal it
+            if existing is not None and len(text.encode("utf-8")) > NOTES_FILE_CAP:
+                part += 1
+                continue
+            store.replace((MEMORY, SESSIONS, name), text.encode("utf-8"))
+            self._notes_part[digest.day] = part
+            return name
 
     def wake(self, *, pulse: bool = False, bodies: bool = True) -> Wake:
         """The wake text as the being sees it."""
@@ -286,7 +324,7 @@ class SanctumCore:
                     stamps.append(None)
         return tuple(stamps)
 
-    def _compose(self) -> str:
+    def _compose(self, room: int) -> str:
         if self.store is None:
             return f"(unavailable: {self.failure or 'not opened yet'})"
         try:
@@ -302,7 +340,8 @@ class SanctumCore:
         if self.pulse is not None:
             cost = render_money(self.pulse.max_cost)
             lines.append(PULSE.format(rounds=self.pulse.max_rounds, cost=cost))
-        return "\n".join(lines) + "\n\n" + woken.text
+        preamble = "\n".join(lines) + "\n\n"
+        return preamble + fit(woken, room - json_size(SECTION_HEADER + preamble))
 
     def _handler(
         self, run: Callable[[tools.Context, JsonObject], tools.Done]

@@ -34,7 +34,8 @@ SOURCE = "sanctum_source"
 TOO_LARGE = "sanctum_too_large"
 IO = "sanctum_io"
 
-Kind = Literal["identity", "pulse", "standing", "event", "capability"]
+Kind = Literal["identity", "pulse", "standing", "event", "capability", "handmade"]
+"""`handmade`: an existing memory file whose name breaks the rules (made by a person)."""
 
 
 class SanctumRefusal(Exception):
@@ -164,6 +165,6 @@ def raw_name(day: str, area: str, descriptor: str, extension: str) -> str:
     return f"{day}-{area}-{descriptor}.{extension}"
 
 
-def session_note_name(day: str, cycle: int) -> str:
-    """The name of the runtime's own session note for a cycle."""
-    return f"{day}-cycle-{cycle}.md"
+def runtime_notes_name(day: str, part: int) -> str:
+    """The name of the runtime's file of session notes for a day (`part` from 1)."""
+    return f"{day}-runtime.md" if part == 1 else f"{day}-runtime-{part}.md"

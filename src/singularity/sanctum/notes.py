@@ -5,7 +5,11 @@ journaled) and keeps a digest of each cycle that started after the sanctum was
 initialised and has no session note yet. A cycle counts as noted when the being wrote a
 file under `memory/sessions/` during it (`sanctum_written`) or the runtime wrote one
 (`session_note_auto`). For the others the runtime writes a minimal note itself, from
-the same events: tools used, model calls, cost, revenue and warnings, marked `auto: true`.
+the same events: tools used, model calls, cost, revenue and warnings. The runtime's
+notes of one day share one file, `memory/sessions/YYYY-MM-DD-runtime.md` (marked
+`auto: true`), one section a cycle, continued in `…-runtime-2.md` and on past 64 KiB, so
+a being living a cycle every few seconds leaves a few files a day, not thousands.
+A cycle in which no model round happened needs no note (decision 25).
 """
 
 from __future__ import annotations
@@ -91,8 +95,14 @@ class NoteKeeper:
             digest.warnings.append(str(event.get("message", ""))[:MAX_WARNING_CHARS])
 
     def due(self, through: int) -> list[CycleDigest]:
-        """The unnoted cycles up to and including `through`, oldest first."""
-        return [self.open[cycle] for cycle in sorted(self.open) if cycle <= through]
+        """The unnoted cycles up to and including `through` that had a model round, oldest
+        first; the others are forgotten: a cycle in which the gateway never answered (it was
+        down, say) leaves no note."""
+        ended = [cycle for cycle in sorted(self.open) if cycle <= through]
+        for cycle in ended:
+            if not self.open[cycle].model_calls:
+                del self.open[cycle]
+        return [self.open[cycle] for cycle in ended if cycle in self.open]
 
     def settled(self, cycle: int) -> None:
         """Forget a cycle (its note exists)."""
@@ -111,21 +121,34 @@ def _tools_line(digest: CycleDigest) -> str:
     return ", ".join(parts) or "none"
 
 
-def note_text(digest: CycleDigest, ended: str) -> str:
-    """The minimal note the runtime writes for a cycle that ended without one."""
+def day_header(day: str) -> str:
+    """The opening of a day's file of runtime notes."""
+    return (
+        f"---\nauto: true\nday: {day}\n---\n# Cycles of {day}\n\n"
+        "Written by the runtime, a section for each cycle that ended without a session "
+        "note.\n"
+    )
+
+
+def section_heading(cycle: int) -> str:
+    """The heading line of a cycle's section (how a rerun finds it already written)."""
+    return f"## Cycle {cycle} "
+
+
+def note_section(digest: CycleDigest, ended: str) -> str:
+    """The section the runtime writes for a cycle that ended without a note."""
     warnings = "; ".join(digest.warnings) or "none"
     return (
-        "---\n"
-        "auto: true\n"
-        f"cycle: {digest.cycle}\n"
-        f"started: {digest.started_at}\n"
-        f"ended: {ended}\n"
-        "---\n"
-        f"# Cycle {digest.cycle}\n\n"
-        "Written by the runtime: this cycle ended without a session note.\n\n"
+        f"\n{section_heading(digest.cycle)}({digest.started_at}, {ended})\n\n"
         f"- Tools used: {_tools_line(digest)}\n"
-        f"- Model calls: {digest.model_calls} ({digest.tokens} tokens)\n"
-        f"- Cost: {render_money(digest.cost)} USD\n"
-        f"- Revenue: {render_money(digest.revenue)} USD\n"
+        f"- Model calls: {digest.model_calls} ({digest.tokens} tokens); "
+        f"cost {render_money(digest.cost)} USD; revenue {render_money(digest.revenue)} USD\n"
         f"- Warnings: {warnings}\n"
     )
+
+
+def with_note(existing: str | None, digest: CycleDigest, ended: str) -> str | None:
+    """The day's file with the cycle's section added; None when it holds that section."""
+    if existing is not None and f"\n{section_heading(digest.cycle)}(" in existing:
+        return None
+    return (existing or day_header(digest.day)) + note_section(digest, ended)

@@ -23,8 +23,9 @@ from singularity.sanctum.store import SanctumStore, read_heads, scan_fd
 NEWEST = 8
 RAW_SCAN_CHARS = 2000
 RACY_NS = 2_000_000_000
-Dated = tuple[str, str, str]
-"""(date, name, sanctum-relative path)."""
+Dated = tuple[str, int, str, str]
+"""(date, modification time in ns, name, sanctum-relative path): newest is largest, so two
+notes of one day are ordered by when they were written, not by name."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,14 @@ def summarize(path: str, dir_fd: int, *, raw: bool) -> FolderScan:
     files, dirs = scan_fd(dir_fd)
     if path == "memory/":
         files = [name for name in files if name != TENDED]
-    dated = [(day, name, path + name) for name in files if (day := name_date(name))]
+    days = sorted(day for name in files if (day := name_date(name)))
+    # Only files that can be among the newest need their time (a stat each).
+    cutoff = days[-NEWEST] if len(days) >= NEWEST else ""
+    dated = [
+        (day, _mtime(dir_fd, name) if day >= cutoff else 0, name, path + name)
+        for name in files
+        if (day := name_date(name))
+    ]
     undistilled: tuple[str, ...] = ()
     if raw:
         heads = read_heads(dir_fd, files, RAW_SCAN_CHARS * 4)
@@ -60,9 +68,16 @@ def summarize(path: str, dir_fd: int, *, raw: bool) -> FolderScan:
         len(files),
         tuple(dirs),
         tuple(heapq.nlargest(NEWEST, dated)),
-        tuple(sorted(day for day, _, _ in dated)),
+        tuple(days),
         undistilled,
     )
+
+
+def _mtime(dir_fd: int, name: str) -> int:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime_ns
+    except OSError:
+        return 0  # removed meanwhile
 
 
 class MapCache:

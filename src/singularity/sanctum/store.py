@@ -46,6 +46,7 @@ class Entry:
     name: str
     kind: Literal["file", "dir", "other"]
     size: int = 0
+    mtime_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ class SanctumStore:
     def __init__(self, root: str) -> None:
         """Open an existing sanctum directory (see `ensure_root`)."""
         self.root = root
-        self.workspace = Workspace(root)
+        self.workspace = Workspace(root, point=POINT)
 
     def close(self) -> None:
         """Close the root descriptor."""
@@ -133,18 +134,41 @@ class SanctumStore:
         """Create the folder `parts` (0700) and its parents if missing."""
         os.close(self.open_dir(parts, create=True))
 
-    def read_bytes(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> bytes:
-        """Every byte of a regular, singly linked file of at most `limit` bytes."""
+    def _open_file(self, parts: Sequence[str]) -> int:
         try:
-            fd = self.workspace.open_file(parts)
+            return self.workspace.open_file(parts)
         except WorkspaceEscape:
             raise SanctumRefusal(BOUNDARY, BOUNDARY_MESSAGE) from None
         except OSError as error:
             raise _refusal(error) from None
+
+    def read_bytes(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> bytes:
+        """Every byte of a regular, singly linked file of at most `limit` bytes."""
+        fd = self._open_file(parts)
         try:
             return read_bounded(fd, limit)
         except NotBoundedRegularFile:
             raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE) from None
+        except OSError as error:
+            raise _refusal(error) from None
+        finally:
+            os.close(fd)
+
+    def read_head(self, parts: Sequence[str], limit: int) -> tuple[bytes, int]:
+        """The first `limit` bytes of a regular, singly linked file of any size, and its size."""
+        fd = self._open_file(parts)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
+            chunks, total = [], 0
+            while total < limit:
+                chunk = os.read(fd, limit - total)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            return b"".join(chunks), max(info.st_size, total)
         except OSError as error:
             raise _refusal(error) from None
         finally:
@@ -323,7 +347,8 @@ def _entry(item: os.DirEntry[str]) -> Entry:
     if item.is_dir(follow_symlinks=False):
         return Entry(item.name, "dir")
     if item.is_file(follow_symlinks=False):
-        return Entry(item.name, "file", item.stat(follow_symlinks=False).st_size)
+        info = item.stat(follow_symlinks=False)
+        return Entry(item.name, "file", info.st_size, info.st_mtime_ns)
     return Entry(item.name, "other")
 
 

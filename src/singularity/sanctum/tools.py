@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from singularity.jsoncodec import compact
+from singularity.sanctum import search
 from singularity.sanctum.names import (
     MEMORY,
     TENDED,
     SanctumRefusal,
     name_date,
 )
+from singularity.sanctum.search import Found
 from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
 from singularity.sanctum.wake import Wake
 from singularity.tools.arguments import required_text
@@ -90,13 +92,6 @@ def content_bytes(arguments: JsonObject, key: str = "content") -> bytes:
     return data
 
 
-def newest_first(paths: list[str]) -> list[str]:
-    """Dated files newest first (ties by name, descending), then the others by path."""
-    dated = [path for path in paths if name_date(path.rsplit("/", 1)[-1])]
-    other = sorted(path for path in paths if not name_date(path.rsplit("/", 1)[-1]))
-    return sorted(dated, key=lambda path: (path.rsplit("/", 1)[-1], path), reverse=True) + other
-
-
 def wake_tool(context: Context, arguments: JsonObject) -> Done:
     """`singularity_sanctum_wake`: the current wake text (identity bodies elided if too large)."""
     woken = context.wake(True)
@@ -116,10 +111,16 @@ def list_tool(context: Context, arguments: JsonObject) -> Done:
     except (SanctumRefusal, ToolArgumentError) as refusal:
         return failed(refusal)
     dirs = sorted(e.name for e in entries if e.kind == "dir")
-    files = {e.name: e.size for e in entries if e.kind == "file" and not _hidden(parts, e.name)}
+    files = {e.name: e for e in entries if e.kind == "file" and not _hidden(parts, e.name)}
     others = sorted(e.name for e in entries if e.kind == "other")
+    folder = "/".join(parts) + "/" if parts else ""
     ordered = [("dir", name) for name in dirs]
-    ordered += [("file", name) for name in newest_first(list(files))]
+    ordered += [
+        ("file", found.name)
+        for found in search.newest_first(
+            [Found(folder, e.name, name_date(e.name), e.mtime_ns) for e in files.values()]
+        )
+    ]
     ordered += [("other", name) for name in others]
     shown: list[JsonObject] = []
     for kind, name in ordered[:MAX_ENTRIES]:
@@ -127,10 +128,9 @@ def list_tool(context: Context, arguments: JsonObject) -> Done:
             count = sum(1 for e in context.store.entries((*parts, name)) if e.kind == "file")
             shown.append({"name": f"{name}/", "type": "dir", "files": count})
         elif kind == "file":
-            shown.append({"name": name, "type": "file", "bytes": files[name]})
+            shown.append({"name": name, "type": "file", "bytes": files[name].size})
         else:
             shown.append({"name": name, "type": "other"})
-    folder = "/".join(parts) + "/" if parts else ""
     return Done(
         Outcome.success(
             {
@@ -150,35 +150,14 @@ def _hidden(parts: tuple[str, ...], name: str) -> bool:
 def grep_tool(context: Context, arguments: JsonObject) -> Done:
     """`singularity_sanctum_grep`: case-insensitive substring hits, newest dated files first."""
     try:
-        query = required_text(arguments, "query", MAX_QUERY_BYTES).casefold()
+        query = required_text(arguments, "query", MAX_QUERY_BYTES)
         text = optional_text(arguments, "folder", MAX_PATH_BYTES)
         parts = parts_of(text) if text is not None else (MEMORY,)
-        folders = context.store.tree(parts)
-        if not folders and not context.store.exists(parts):
+        if not context.store.exists(parts):
             raise SanctumRefusal("sanctum_not_found", "no such folder in the sanctum")
+        hits, truncated = search.grep(context.store, parts, query, MAX_HITS, MAX_HIT_CHARS)
     except (SanctumRefusal, ToolArgumentError) as refusal:
         return failed(refusal)
-    paths = [
-        folder.path + name
-        for folder in folders
-        for name in folder.files
-        if not (folder.path == f"{MEMORY}/" and name == TENDED)
-    ]
-    hits: list[str] = []
-    truncated = False
-    for path in newest_first(paths):
-        try:
-            body = context.store.read_text(tuple(path.split("/")))
-        except SanctumRefusal:
-            continue
-        for number, line in enumerate(body.splitlines(), start=1):
-            if query in line.casefold():
-                if len(hits) == MAX_HITS:
-                    truncated = True
-                    break
-                hits.append(f"{path}:{number}: {line.strip()[:MAX_HIT_CHARS]}")
-        if truncated:
-            break
     return Done(Outcome.success({"hits": hits, "truncated": truncated}))
 
 

@@ -9,6 +9,7 @@ file's body is never printed, so waking costs the same however much the being kn
 from __future__ import annotations
 
 import bisect
+import codecs
 import heapq
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ MAP_CAP = 8 * 1024
 PENDING_CAP = 8 * 1024
 SECTION_CAP = 64 * 1024
 EMPTY_LINE = "(empty: nothing remembered yet)"
+MAP_CUT = "[cut: the map is over 8 KiB; use singularity_sanctum_list]"
 ELIDED = "(in the Sanctum section of your system message)"
 FIRST_BREATH_DIRECTIVE = (
     "This is your First Breath. The runtime seeds the missing identity files when the "
@@ -81,6 +83,10 @@ class Wake:
     text: str
     memory: MemoryMap | None = None
     unfinished: tuple[tuple[str, int], ...] = ()
+    head: str = ""
+    """The mode and sanctum lines."""
+    identities: tuple[tuple[str, str], ...] = ()
+    """Each identity file shown, in wake order, with its body as shown (cut to its cap)."""
 
 
 def cut(text: str, cap: int, marker: str) -> str:
@@ -107,7 +113,9 @@ def scan_map(store: SanctumStore, cache: MapCache | None = None) -> MemoryMap:
                 sessions = scan
     newest = tuple(
         path
-        for _, _, path in heapq.nlargest(NEWEST, [d for d in dated if d[2].startswith("memory/")])
+        for _, _, _, path in heapq.nlargest(
+            NEWEST, [d for d in dated if d[3].startswith("memory/")]
+        )
     )
     tended = _stamp(store)
     notes = sessions.files if sessions is not None else 0
@@ -132,16 +140,48 @@ def _stamp(store: SanctumStore) -> str | None:
 
 def map_lines(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> list[str]:
     """The lines under `===== memory map =====`."""
+    return listing_lines(memory) + standing_lines(memory, unfinished)
+
+
+def listing_lines(memory: MemoryMap) -> list[str]:
+    """The map's lists: folders, newest dated files, undistilled raw files."""
     lines = [f"{path} ({count} files)" for path, count in memory.folders] or [EMPTY_LINE]
     if memory.newest:
         lines += ["Newest:", *memory.newest]
     if memory.undistilled:
         lines += [f"Undistilled raw ({len(memory.undistilled)}):", *memory.undistilled]
-    lines.append(memory.tending_line())
+    return lines
+
+
+def standing_lines(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> list[str]:
+    """The lines the being acts on: the tending line, and First Breath when unfinished."""
+    lines = [memory.tending_line()]
     if unfinished:
         listed = ", ".join(f"{name} ({count})" for name, count in unfinished)
         lines.append(f"First Breath unfinished: placeholders in {listed}")
     return lines
+
+
+def pending_text(memory: MemoryMap) -> str:
+    """`pending.md` as the wake shows it (within 8 KiB)."""
+    return cut(memory.pending, PENDING_CAP, "cut: pending.md is over 8 KiB; raise and clear it")
+
+
+def map_text(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> str:
+    """The map within 8 KiB: the lists are cut at a whole line, the standing lines never."""
+    listing, standing = listing_lines(memory), standing_lines(memory, unfinished)
+    whole = "\n".join(listing + standing)
+    if len(whole.encode("utf-8")) <= MAP_CAP:
+        return whole
+    tail = "\n".join([MAP_CUT, *standing])
+    room = MAP_CAP - len(tail.encode("utf-8")) - 1
+    kept: list[str] = []
+    for line in listing:
+        room -= len(line.encode("utf-8")) + 1
+        if room < 0:
+            break
+        kept.append(line)
+    return "\n".join([*kept, tail])
 
 
 def wake(
@@ -168,36 +208,44 @@ def wake(
     mode = "PULSE" if pulse else "WAKING"
     blocks = [f"MODE: {mode}\nSanctum: {label}"]
     unfinished: list[tuple[str, int]] = []
+    identities: list[tuple[str, str]] = []
     shown = [*IDENTITY_FILES, *([PULSE_FILE] if pulse and store.exists((PULSE_FILE,)) else [])]
     for name in shown:
-        body = _identity_body(store, name)
+        body = identity_body(store, name)
         left = placeholders(body)
         if left and name != PULSE_FILE:
             unfinished.append((name, left))
-        marker = f"cut: {name} is over 16 KiB; split it: keep what is true now, move the rest"
-        shown_body = cut(body, IDENTITY_CAP, marker + " to memory files") if bodies else ELIDED
+        shown_body = body if bodies else ELIDED
+        identities.append((name, shown_body))
         blocks.append(f"===== {name} =====\n{shown_body}")
     memory = scan_map(store, cache)
-    lines = map_lines(memory, tuple(unfinished))
-    map_text = cut(
-        "\n".join(lines), MAP_CAP, "cut: the map is over 8 KiB; use singularity_sanctum_list"
-    )
-    blocks.append(f"===== memory map =====\n{map_text}")
+    blocks.append(f"===== memory map =====\n{map_text(memory, tuple(unfinished))}")
     if memory.pending:
-        pending = cut(
-            memory.pending, PENDING_CAP, "cut: pending.md is over 8 KiB; raise and clear it"
-        )
-        blocks.append(f"===== {PENDING} =====\n{pending}")
+        blocks.append(f"===== {PENDING} =====\n{pending_text(memory)}")
     text = cut(
         "\n\n".join(blocks),
         SECTION_CAP,
         "cut: the sanctum section is over 64 KiB; shorten the largest identity files",
     )
-    return Wake(mode, text, memory, tuple(unfinished))
+    return Wake(mode, text, memory, tuple(unfinished), blocks[0], tuple(identities))
 
 
-def _identity_body(store: SanctumStore, name: str) -> str:
+def identity_body(store: SanctumStore, name: str) -> str:
+    """An identity file's text as the wake shows it: whole, or cut at 16 KiB with a marker.
+
+    A hand-edited file is never dropped: bytes that are not UTF-8 show as U+FFFD (with a
+    line saying so), and a file of any size is read only up to its bound.
+    """
     try:
-        return store.read_text((name,)).rstrip()
+        data, size = store.read_head((name,), IDENTITY_CAP + 1)
     except SanctumRefusal as refusal:
         return f"(unreadable: {refusal.message})"
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    text = decoder.decode(data, final=size <= len(data))
+    if text.count("\ufffd") > data.decode("utf-8", "ignore").count("\ufffd"):
+        text = f"[{name} holds bytes that are not UTF-8, shown as \ufffd; rewrite it]\n" + text
+    if size <= IDENTITY_CAP:
+        return text.rstrip()
+    marker = f"cut: {name} is over 16 KiB; split it: keep what is true now, move the rest"
+    head = text.encode("utf-8")[:IDENTITY_CAP].decode("utf-8", "ignore").rstrip()
+    return f"{head}\n[{marker} to memory files]"

@@ -82,6 +82,34 @@ def _bounded(text: str) -> bytes:
     return data
 
 
+def target_of(context: Context, parts: tuple[str, ...]) -> Target:
+    """What a write may change at `parts`: a path the naming rules allow, or a memory file a
+    person made under a name of their own, which exists already (it can be replaced or
+    merged, never created)."""
+    try:
+        return write_target(parts)
+    except SanctumRefusal as refusal:
+        if refusal.code != NAME or parts[0] != MEMORY or len(parts) < 2:
+            raise
+        if parts in ((MEMORY, PENDING), (MEMORY, TENDED)):
+            raise  # they change only through their own tools
+        if not context.store.is_file(parts):
+            raise
+        return Target(parts, "handmade")
+
+
+def _existing_as_is(context: Context, target: Target) -> str | None:
+    """A file's text however a person left it (bytes that are not UTF-8 as U+FFFD), or
+    None when there is none."""
+    try:
+        data, _ = context.store.read_head(target.parts, MAX_READ_BYTES)
+    except SanctumRefusal as refusal:
+        if refusal.code == NOT_FOUND:
+            return None
+        raise
+    return data.decode("utf-8", "replace")
+
+
 def _existing(context: Context, target: Target) -> str | None:
     return context.store.read_optional(target.parts, MAX_READ_BYTES)
 
@@ -91,9 +119,9 @@ def write_tool(context: Context, arguments: JsonObject) -> Done:
     try:
         text, parts = path_argument(arguments)
         data = content_bytes(arguments)
-        target = write_target(parts)
+        target = target_of(context, parts)
         content = data.decode("utf-8")
-        existing = _existing(context, target)
+        existing = _existing_as_is(context, target)
         if target.kind in ("identity", "pulse") and existing is None:
             raise SanctumRefusal(
                 NOT_FOUND, f"{text} is replaced, never created (the runtime seeds it)"
@@ -234,12 +262,12 @@ def merge_tool(context: Context, arguments: JsonObject) -> Done:
         _, keep_parts = path_argument(arguments, "keep")
         _, drop_parts = path_argument(arguments, "drop")
         data = content_bytes(arguments)
-        keep, drop = write_target(keep_parts), write_target(drop_parts)
+        keep, drop = target_of(context, keep_parts), target_of(context, drop_parts)
         if keep.parts[0] != MEMORY or drop.parts[0] != MEMORY:
             raise SanctumRefusal(NAME, "merge joins two memory files")
         if keep.path == drop.path:
             raise SanctumRefusal(NAME, "keep and drop are the same file")
-        if len(drop.parts) == 3 and drop.parts[1] == SESSIONS:
+        if len(drop.parts) >= 3 and drop.parts[1] == SESSIONS:
             raise SanctumRefusal(NAME, "session notes are history; they are never merged away")
         old_keep, old_drop = _existing(context, keep), _existing(context, drop)
         if old_keep is None or old_drop is None:

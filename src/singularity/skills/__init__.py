@@ -7,7 +7,7 @@ without skills never pays for it.
 
     endpoints = plan_skills(settings)          # validate: configuration errors, exit 2
     skills = start_skills(endpoints, timeout=…, grace=…, required_surfaces=…)
-    Catalogue([*skills.toolsets, *builtins])
+    Catalogue([*skills.toolsets, *builtins], boundary=OutputBoundary("redact", (workspace,)))
     await skills.aclose()
 """
 
@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from singularity.config import Settings, inherited_environment
-from singularity.skills.endpoints import Endpoint, file_endpoints
+from singularity.errors import McpError
+from singularity.skills.endpoints import Endpoint, file_endpoints, logging_to
 from singularity.skills.las import check_required_surfaces, las_endpoint
+from singularity.skills.stderr_log import make_log_dir
 
 if TYPE_CHECKING:
     from singularity.skills.host import SkillHost
@@ -69,8 +71,13 @@ def start_skills(
     timeout: float,
     grace: float,
     required_surfaces: Sequence[str] = (),
+    log_dir: str | None = None,
 ) -> Skills:
-    """Start every server, discover its tools and check the required surfaces (MCP errors)."""
+    """Start every server, discover its tools and check the required surfaces (MCP errors).
+
+    With `log_dir`, each stdio server's stderr goes to `<log_dir>/<surface>.log`
+    (created 0700) instead of the runtime's stderr.
+    """
     with_las = any(endpoint.is_las for endpoint in endpoints)
     if not endpoints:
         check_required_surfaces([], required_surfaces, with_las=with_las)
@@ -78,8 +85,17 @@ def start_skills(
     from singularity.skills.host import SkillHost
     from singularity.skills.toolset import McpToolset
 
+    if log_dir is not None:
+        make_log_dir(log_dir)
+        endpoints = logging_to(endpoints, log_dir)
     host = SkillHost(endpoints, timeout=timeout, grace=grace)
-    listings = host.open()
+    try:
+        listings = host.open()
+    except McpError as error:
+        if log_dir is None:
+            raise
+        note = f"{error.message} (skill servers' stderr is in {log_dir})"
+        raise McpError(note, error.retry) from None
     skills = Skills(
         host,
         [

@@ -6,10 +6,12 @@
     }}
 
 Each server's name is its surface: its tools become `<name>__<tool>`. A stdio server has
-`command` (and optionally `args`, `env`, `cwd`); a streamable-HTTP server has `url` (and
-optionally `headers`). `${NAME}` and `${NAME:-default}` in `env` and `headers` values are
-taken from the runtime's environment. Other top-level keys are ignored, so a desktop
-client's config file can be used as it is; unknown keys inside a server are errors.
+`command` (and optionally `args`, `env`, `cwd`); a remote server has `url` (and
+optionally `headers`): a bare `url` is tried as streamable HTTP, then as SSE when the
+server refuses the streamable handshake; `"type": "sse"` or `"type": "http"` fixes one.
+`${NAME}` and `${NAME:-default}` in `env` and `headers` values are taken from the
+runtime's environment. Other top-level keys are ignored, so a desktop client's config
+file can be used as it is; unknown keys inside a server are errors.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from singularity.errors import ConfigurationError
@@ -31,6 +33,9 @@ _STDIO_KEYS = frozenset({"type", "command", "args", "env", "cwd", "disabled", "d
 _HTTP_KEYS = frozenset({"type", "url", "headers", "disabled", "description"})
 _STDIO_TYPES = frozenset({"stdio"})
 _HTTP_TYPES = frozenset({"http", "streamable-http", "streamable_http", "streamableHttp"})
+_SSE_TYPES = frozenset({"sse"})
+_URL_TYPES = _HTTP_TYPES | _SSE_TYPES
+HttpTransport = Literal["auto", "streamable-http", "sse"]
 
 
 @dataclass(frozen=True)
@@ -46,11 +51,12 @@ class StdioServer:
 
 @dataclass(frozen=True)
 class HttpServer:
-    """A server reached over streamable HTTP."""
+    """A server reached over HTTP: streamable HTTP, SSE, or the first that answers."""
 
     name: str
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    transport: HttpTransport = "auto"
 
 
 ServerConfig = StdioServer | HttpServer
@@ -124,8 +130,12 @@ def _server(name: str, entry: Any, where: str, environ: Mapping[str, str]) -> Se
     url = entry["url"]
     if not isinstance(url, str) or not _is_http_url(url):
         raise ConfigurationError(f"{where}: `url` must be an http or https URL")
+    declared = entry.get("type")
+    transport: HttpTransport = (
+        "auto" if declared is None else "sse" if declared in _SSE_TYPES else "streamable-http"
+    )
     return HttpServer(
-        name, url, _expanded(entry.get("headers", {}), f"{where}: `headers`", environ)
+        name, url, _expanded(entry.get("headers", {}), f"{where}: `headers`", environ), transport
     )
 
 
@@ -134,19 +144,17 @@ def _kind(entry: dict[str, Any], where: str) -> str:
     if declared is not None:
         if not isinstance(declared, str):
             raise ConfigurationError(f"{where}: `type` must be a string")
-        if declared == "sse":
-            raise ConfigurationError(f"{where}: the SSE transport is not supported; use `url`")
-        if declared not in _STDIO_TYPES | _HTTP_TYPES:
+        if declared not in _STDIO_TYPES | _URL_TYPES:
             raise ConfigurationError(f"{where}: unknown `type` {declared!r}")
     has_command, has_url = "command" in entry, "url" in entry
     if has_command and has_url:
         raise ConfigurationError(f"{where}: give either `command` or `url`, not both")
     if has_command and declared not in (None, *_STDIO_TYPES):
         raise ConfigurationError(f"{where}: `command` needs a stdio server")
-    if has_url and declared not in (None, *_HTTP_TYPES):
-        raise ConfigurationError(f"{where}: `url` needs an http server")
+    if has_url and declared not in (None, *_URL_TYPES):
+        raise ConfigurationError(f"{where}: `url` needs an http or sse server")
     if not has_command and not has_url:
-        raise ConfigurationError(f"{where}: needs `command` (stdio) or `url` (streamable HTTP)")
+        raise ConfigurationError(f"{where}: needs `command` (stdio) or `url` (HTTP or SSE)")
     return "stdio" if has_command else "http"
 
 

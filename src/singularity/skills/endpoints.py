@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from singularity.config import Settings
-from singularity.skills.config import HttpServer, load_skills_file
+from singularity.skills.config import HttpServer, HttpTransport, load_skills_file
 from singularity.skills.environment import server_environment
+from singularity.skills.stderr_log import server_log_path
 
 
 @dataclass(frozen=True)
@@ -20,14 +21,18 @@ class StdioLaunch:
     cwd: str | None = None
     initialize_extra: Mapping[str, Any] = field(default_factory=dict)
     """Members added to the `initialize` params (the Las `agentId`)."""
+    stderr_log: str | None = None
+    """The file its stderr is appended to; None: the runtime's own stderr."""
 
 
 @dataclass(frozen=True)
 class HttpLaunch:
-    """A streamable-HTTP endpoint and the headers sent with every request."""
+    """An HTTP endpoint, the headers sent with every request, and how it is spoken to."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    transport: HttpTransport = "auto"
+    """`streamable-http`, `sse`, or `auto`: streamable HTTP, else SSE if it is refused."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,18 @@ class Endpoint:
         return self.surface is None
 
 
+def logging_to(endpoints: Sequence[Endpoint], log_dir: str) -> list[Endpoint]:
+    """The endpoints with each stdio server's stderr sent to `<log_dir>/<surface>.log`."""
+    logged = []
+    for endpoint in endpoints:
+        launch = endpoint.launch
+        if isinstance(launch, StdioLaunch):
+            path = server_log_path(log_dir, endpoint.surface or "las")
+            endpoint = replace(endpoint, launch=replace(launch, stderr_log=path))
+        logged.append(endpoint)
+    return logged
+
+
 def file_endpoints(settings: Settings, environ: Mapping[str, str]) -> list[Endpoint]:
     """The servers of the skills file, in file order (none without a file)."""
     if settings.skills_file is None:
@@ -54,7 +71,9 @@ def file_endpoints(settings: Settings, environ: Mapping[str, str]) -> list[Endpo
     for server in load_skills_file(settings.skills_file, environ):
         label = f"skill server {server.name}"
         if isinstance(server, HttpServer):
-            launch: StdioLaunch | HttpLaunch = HttpLaunch(server.url, dict(server.headers))
+            launch: StdioLaunch | HttpLaunch = HttpLaunch(
+                server.url, dict(server.headers), server.transport
+            )
         else:
             argv = (server.command, *server.args)
             launch = StdioLaunch(argv, server_environment(server.env), server.cwd)

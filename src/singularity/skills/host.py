@@ -4,7 +4,8 @@ Boot is synchronous and the `tools` command has no loop of its own, yet a connec
 stay open, owned by one task, for the whole life of the being. Hosting the connections
 on their own loop serves all three callers alike, and a being's slow save never stalls
 the reading of a server's pipe. Calls cross threads through futures, so cancelling a
-call on the caller's loop cancels it on the host's.
+call on the caller's loop cancels it on the host's. Las speaks its own dialect
+(`las_session`); every other server speaks MCP through the SDK (`session`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from singularity.errors import McpError
 from singularity.skills.endpoints import Endpoint
+from singularity.skills.las_session import LasConnection
 from singularity.skills.session import CallReport, Connection, RemoteTool
 
 log = logging.getLogger(__name__)
@@ -39,8 +41,11 @@ class SkillHost:
         self._closed = False
 
     @staticmethod
-    async def _make(endpoint: Endpoint, timeout: float, grace: float) -> Connection:
-        return Connection(endpoint, timeout=timeout, grace=grace)  # its events bind to this loop
+    async def _make(endpoint: Endpoint, timeout: float, grace: float) -> Connection | LasConnection:
+        # Made on this loop, so its events and locks bind to it.
+        if endpoint.is_las:
+            return LasConnection(endpoint, timeout=timeout, grace=grace)
+        return Connection(endpoint, timeout=timeout, grace=grace)
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

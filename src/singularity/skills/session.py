@@ -6,17 +6,25 @@ deadline; a reply that arrives after its deadline is dropped by the SDK's dispat
 whose pending table no longer knows the id, so it cannot answer the next call. A server
 that dies is reported for the call in flight, and restarted for a later call with a
 bounded, growing back-off.
+
+A server given by a bare `url` is first spoken to over streamable HTTP; when it refuses
+that handshake (an SSE server answers the POST with 404 or 405), the connection falls
+back to SSE, the protocol's earlier HTTP transport, and keeps to it for restarts. A
+server that speaks neither fails with both reasons.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpx2
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -28,10 +36,12 @@ from mcp.types import (
 )
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from singularity import __version__
 from singularity.errors import McpError, RetryClass
-from singularity.skills.endpoints import Endpoint, HttpLaunch
-from singularity.skills.transport import http_transport, stdio_transport
+from singularity.skills.config import HttpTransport
+from singularity.skills.endpoints import Endpoint, HttpLaunch, StdioLaunch
+from singularity.skills.transport import http_transport, sse_transport, stdio_transport
+from singularity.text import safe_json, safe_text
+from singularity.version import __version__
 
 log = logging.getLogger(__name__)
 MAX_LIST_PAGES = 100
@@ -72,12 +82,90 @@ def backoff(failures: int) -> float:
     return min(BACKOFF_MAX_SECS, BACKOFF_FIRST_SECS * 2.0 ** (failures - 2))
 
 
+@dataclass
+class Restarts:
+    """When a stopped server may be started again (a growing back-off), and what is said."""
+
+    label: str
+    failures: int = 0
+    retry_at: float = 0.0
+    down_noted: bool = False
+
+    def succeeded(self) -> None:
+        """A call went through: the back-off starts over."""
+        self.failures = 0
+
+    def lost(self, report: CallReport) -> None:
+        """The server stopped during a call."""
+        self._failed()
+        self.down_noted = True
+        report.notices.append(
+            f"{self.label} stopped during tools/call; it will be restarted for later calls"
+        )
+
+    async def attempt(self, report: CallReport, start: Callable[[], Awaitable[None]]) -> bool:
+        """Start the stopped server with `start` if the back-off allows; False if it is down."""
+        if not self.down_noted:
+            self.down_noted = True
+            self._failed()
+            report.notices.append(f"{self.label} had stopped; restarting it")
+        wait = self.retry_at - anyio.current_time()
+        if wait > 0:
+            report.error = McpError(
+                f"{self.label} is down; the call was not sent (restart in {wait:.0f}s)",
+                INDETERMINATE,
+            )
+            return False
+        try:
+            await start()
+        except McpError as error:
+            delay = self._failed()
+            report.notices.append(
+                f"{self.label} failed to restart: {error.message}; next attempt in {delay:.0f}s"
+            )
+            report.error = McpError(
+                f"{self.label} is down; the call was not sent ({error.message})", INDETERMINATE
+            )
+            return False
+        self.down_noted = False
+        report.notices.append(f"{self.label} was restarted")
+        return True
+
+    def _failed(self) -> float:
+        self.failures += 1
+        delay = backoff(self.failures)
+        self.retry_at = anyio.current_time() + delay
+        return delay
+
+
 def _describe(error: BaseException) -> str:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     if isinstance(error, McpError):
         return error.message
+    if isinstance(error, httpx2.HTTPStatusError):
+        response = error.response
+        return f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
     return str(error) or type(error).__name__
+
+
+def _handshake_refusal(method: str, error: BaseException) -> str | None:
+    """The server's reason when it answered `initialize` with an error (not a timeout)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if method != "initialize" or not isinstance(error, MCPError):
+        return None
+    if error.code in (REQUEST_TIMEOUT, CONNECTION_CLOSED):
+        return None
+    return error.error.message or f"JSON-RPC {error.code}"
+
+
+def _shown_url(launch: StdioLaunch | HttpLaunch) -> str:
+    """The endpoint URL without its query or fragment, which may carry a credential."""
+    if not isinstance(launch, HttpLaunch):
+        return ""
+    parts = urlsplit(launch.url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
 
 
 class Connection:
@@ -90,10 +178,14 @@ class Connection:
         self._client: Client | None = None
         self._owner: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        self._failures = 0
-        self._retry_at = 0.0
-        self._down_noted = False
+        self._restarts = Restarts(endpoint.label)
         self._restart_lock = asyncio.Lock()
+        launch = endpoint.launch
+        self._http: HttpTransport | None = (
+            launch.transport if isinstance(launch, HttpLaunch) else None
+        )
+        self._refused: str | None = None
+        """Why the server refused the streamable-HTTP handshake, when it did."""
 
     @property
     def label(self) -> str:
@@ -108,7 +200,7 @@ class Connection:
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         launch = self.endpoint.launch
         if isinstance(launch, HttpLaunch):
-            return http_transport(launch)
+            return sse_transport(launch) if self._http == "sse" else http_transport(launch)
         return stdio_transport(launch, self.label, self.grace, self._stop.set)
 
     async def open(self) -> list[RemoteTool]:
@@ -116,6 +208,33 @@ class Connection:
         return await self._connect(list_tools=True)
 
     async def _connect(self, *, list_tools: bool) -> list[RemoteTool]:
+        """Connect over the known transport; a bare URL refused as streamable HTTP tries SSE."""
+        self._refused = None
+        try:
+            tools = await self._connect_once(list_tools=list_tools)
+        except McpError:
+            refused = self._refused
+            if self._http != "auto" or refused is None:
+                raise
+        else:
+            if self._http == "auto":
+                self._http = "streamable-http"
+            return tools
+        self._http = "sse"
+        try:
+            tools = await self._connect_once(list_tools=list_tools)
+        except McpError as error:
+            self._http = "auto"
+            url = _shown_url(self.endpoint.launch)
+            raise McpError(
+                f"{self.label} at {url} answered neither streamable HTTP ({refused}) "
+                f"nor SSE ({error.message})",
+                RetryClass.PERMANENT,
+            ) from None
+        log.info("%s refused streamable HTTP (%s); speaking SSE to it", self.label, refused)
+        return tools
+
+    async def _connect_once(self, *, list_tools: bool) -> list[RemoteTool]:
         self._stop = asyncio.Event()
         ready: asyncio.Future[list[RemoteTool]] = asyncio.get_running_loop().create_future()
         self._owner = asyncio.create_task(self._own(ready, self._stop, list_tools))
@@ -150,6 +269,14 @@ class Connection:
         except Exception as error:
             if not ready.done():
                 failure, _ = self._classify(method, error)
+                refusal = _handshake_refusal(method, error)
+                if refusal is not None and isinstance(self.endpoint.launch, HttpLaunch):
+                    self._refused = refusal
+                    url = _shown_url(self.endpoint.launch)
+                    failure = McpError(
+                        f"{self.label} did not accept the MCP handshake at {url} ({refusal})",
+                        RetryClass.PERMANENT,
+                    )
                 ready.set_exception(failure)
             else:
                 log.debug("%s connection ended: %s", self.label, _describe(error))
@@ -165,7 +292,12 @@ class Connection:
         cursor: str | None = None
         for _ in range(MAX_LIST_PAGES):
             page = await client.list_tools(cursor=cursor)
-            tools += [RemoteTool(t.name, t.description or "", t.input_schema) for t in page.tools]
+            tools += [
+                RemoteTool(
+                    safe_text(t.name), safe_text(t.description or ""), safe_json(t.input_schema)
+                )
+                for t in page.tools
+            ]
             cursor = page.next_cursor
             if not cursor:
                 break
@@ -182,58 +314,27 @@ class Connection:
             # The session's read timeout is the deadline; this guard also bounds the write.
             with anyio.fail_after(self.timeout + 1):
                 raw = await client.session.send_request(request, RawResult)
-            report.result = raw.model_dump()
+            report.result = safe_json(raw.model_dump())
         except Exception as error:
             report.error, lost = self._classify("tools/call", error)
             if lost:
-                self._lost(report)
+                self._stop.set()
+                self._restarts.lost(report)
             return report
-        self._failures = 0
+        self._restarts.succeeded()
         return report
 
     async def _ready_client(self, report: CallReport) -> Client | None:
         async with self._restart_lock:
             if self.alive:
                 return self._client
-            if not self._down_noted:
-                self._down_noted = True
-                self._failures += 1
-                self._retry_at = anyio.current_time() + backoff(self._failures)
-                report.notices.append(f"{self.label} had stopped; restarting it")
-            wait = self._retry_at - anyio.current_time()
-            if wait > 0:
-                report.error = McpError(
-                    f"{self.label} is down; the call was not sent (restart in {wait:.0f}s)",
-                    INDETERMINATE,
-                )
+            if not await self._restarts.attempt(report, self._start_again):
                 return None
-            await self._reap()
-            try:
-                await self._connect(list_tools=False)
-            except McpError as error:
-                self._failures += 1
-                delay = backoff(self._failures)
-                self._retry_at = anyio.current_time() + delay
-                report.notices.append(
-                    f"{self.label} failed to restart: {error.message}; next attempt in {delay:.0f}s"
-                )
-                report.error = McpError(
-                    f"{self.label} is down; the call was not sent ({error.message})",
-                    INDETERMINATE,
-                )
-                return None
-            self._down_noted = False
-            report.notices.append(f"{self.label} was restarted")
             return self._client
 
-    def _lost(self, report: CallReport) -> None:
-        self._stop.set()
-        self._down_noted = True
-        self._failures += 1
-        self._retry_at = anyio.current_time() + backoff(self._failures)
-        report.notices.append(
-            f"{self.label} stopped during tools/call; it will be restarted for later calls"
-        )
+    async def _start_again(self) -> None:
+        await self._reap()
+        await self._connect(list_tools=False)
 
     def _classify(self, method: str, error: BaseException) -> tuple[McpError, bool]:
         """The MCP error for a failed request, and whether the connection is lost."""
@@ -250,11 +351,12 @@ class Connection:
             closed = "the connection" if isinstance(self.endpoint.launch, HttpLaunch) else "stdout"
             return McpError(f"{label} closed {closed} during {method}", INDETERMINATE), True
         if isinstance(error, MCPError):
-            return McpError(f"JSON-RPC {error.code}: {error.error.message}", INDETERMINATE), False
+            text = safe_text(error.error.message)
+            return McpError(f"JSON-RPC {error.code}: {text}", INDETERMINATE), False
         if isinstance(error, ValidationError):
             message = f"{label} answered {method} outside the MCP schema"
             return McpError(message, RetryClass.PERMANENT), False
-        message = f"{label} failed during {method}: {_describe(error)}"
+        message = f"{label} failed during {method}: {safe_text(_describe(error))}"
         return McpError(message, INDETERMINATE), True
 
     async def _reap(self) -> None:

@@ -1,4 +1,4 @@
-"""The two ways to reach a skill server: a child process over stdio, or streamable HTTP.
+"""The ways to reach a skill server: a child process over stdio, streamable HTTP, or SSE.
 
 The stdio transport is our own rather than the SDK's because the spec fixes what the
 SDK leaves open: the child's environment is exactly the scrubbed set (the SDK adds
@@ -21,6 +21,7 @@ import anyio
 import httpx2
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
@@ -28,6 +29,7 @@ from mcp.types import JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
 from singularity.errors import McpError
 from singularity.secrets import os_error_text
 from singularity.skills.endpoints import HttpLaunch, StdioLaunch
+from singularity.skills.stderr_log import StderrLog
 
 log = logging.getLogger(__name__)
 Streams = tuple[
@@ -49,7 +51,7 @@ async def stdio_transport(
             list(launch.argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=None,
+            stderr=None if launch.stderr_log is None else subprocess.PIPE,
             cwd=launch.cwd,
             env=dict(launch.env),
             # Its own process group: a Ctrl-C meant for the being does not reach it, and
@@ -62,6 +64,8 @@ async def stdio_transport(
     outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
     listings: set[Any] = set()
     async with anyio.create_task_group() as group:
+        if launch.stderr_log is not None:
+            group.start_soon(_keep_stderr, process, StderrLog(launch.stderr_log))
         group.start_soon(_read, process, inbound_send, label, listings, on_exit)
         group.start_soon(_write, process, outbound_receive, launch.initialize_extra, listings)
         try:
@@ -72,6 +76,18 @@ async def stdio_transport(
             group.cancel_scope.cancel()
             for stream in (inbound, outbound):
                 stream.close()
+
+
+async def _keep_stderr(process: Process, sink: StderrLog) -> None:
+    """Copy the server's stderr to its log until the pipe closes."""
+    assert process.stderr is not None
+    try:
+        async for chunk in process.stderr:
+            sink.write(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+        pass  # the server is gone
+    finally:
+        sink.close()
 
 
 async def _read(
@@ -160,9 +176,10 @@ async def stop_process(process: Process, grace: float, label: str) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         if not await _exited(process, KILL_WAIT_SECS):
             log.error("%s (pid %d) survived SIGKILL; abandoning it", label, process.pid)
-    if process.stdout is not None:
-        with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await process.stdout.aclose()
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.aclose()
 
 
 async def _exited(process: Process, seconds: float) -> bool:
@@ -175,12 +192,28 @@ async def _exited(process: Process, seconds: float) -> bool:
     return True
 
 
+HTTP_CONNECT_SECS = 30.0
+HTTP_READ_SECS = 300.0
+
+
 @asynccontextmanager
 async def http_transport(launch: HttpLaunch) -> AsyncIterator[Any]:
     """The SDK's streamable-HTTP transport, with the configured headers."""
-    timeout = httpx2.Timeout(30.0, read=300.0)
+    timeout = httpx2.Timeout(HTTP_CONNECT_SECS, read=HTTP_READ_SECS)
     async with (
         httpx2.AsyncClient(headers=dict(launch.headers), timeout=timeout) as http,
         streamable_http_client(launch.url, http_client=http) as streams,
     ):
+        yield streams
+
+
+@asynccontextmanager
+async def sse_transport(launch: HttpLaunch) -> AsyncIterator[Any]:
+    """The SDK's SSE transport (the protocol's earlier HTTP form), with the configured headers."""
+    async with sse_client(
+        launch.url,
+        headers=dict(launch.headers),
+        timeout=HTTP_CONNECT_SECS,
+        sse_read_timeout=HTTP_READ_SECS,
+    ) as streams:
         yield streams

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from singularity.errors import FatalIoError, StateError
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact_utf8
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 
@@ -53,7 +53,7 @@ def scan(data: bytes) -> Scan:
 def _parse_line(line: bytes) -> Event | None:
     try:
         event = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         return None
@@ -101,7 +101,7 @@ class ActivityLog:
 
     def append(self, event: Event) -> None:
         """Append one event and fsync it before returning."""
-        line = (compact(event) + "\n").encode("utf-8")
+        line = compact_utf8(event) + b"\n"
         try:
             fsio.append_durably(self._fd, line, "activity")
         except OSError as error:
@@ -115,3 +115,25 @@ class ActivityLog:
 def iter_of_type(events: list[Event], kind: str) -> Iterator[Event]:
     """The events of one type, in order."""
     return (event for event in events if event.get("type") == kind)
+
+
+def read_from(dir_fd: int, offset: int) -> tuple[list[Event], int]:
+    """The complete events after byte `offset`, and the offset after the last of them."""
+    try:
+        fd = os.open(ACTIVITY_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return [], 0
+    try:
+        size = os.fstat(fd).st_size
+        if size < offset:
+            offset = 0  # cut back by a repair at boot: read it again
+        data = os.pread(fd, size - offset, offset) if size > offset else b""
+    finally:
+        os.close(fd)
+    end = data.rfind(b"\n") + 1
+    found = []
+    for line in data[:end].split(b"\n"):
+        event = _parse_line(line) if line else None
+        if event is not None:
+            found.append(event)
+    return found, offset + end

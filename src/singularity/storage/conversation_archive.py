@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from singularity.errors import FatalIoError, StateError
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact_utf8
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 
@@ -39,10 +39,10 @@ def read_archive(dir_fd: int) -> list[dict[str, Any]]:
 
 def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
     """Append messages numbered from `first_seq` and fsync them."""
-    data = "".join(
-        compact({"seq": first_seq + offset, "message": message}) + "\n"
+    data = b"".join(
+        compact_utf8({"seq": first_seq + offset, "message": message}) + b"\n"
         for offset, message in enumerate(messages)
-    ).encode("utf-8")
+    )
     try:
         fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
         try:

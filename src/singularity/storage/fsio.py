@@ -1,10 +1,12 @@
 """The one I/O seam for everything the runtime persists.
 
 Every durable write goes through here: create-exclusive temp files, full writes, file
-fsync, rename, directory fsync, and fsynced appends. Each step passes a named
+fsync, rename, directory fsync, and fsynced appends. Every fsync and fdatasync of the
+runtime is a call of `sync`, so a test can see each one. Each step passes a named
 failpoint, so tests can crash the process (`kill`) or fail the step (`eio`,
-`enospc`) at an exact place. Functions raise `OSError`; callers decide whether a
-failure is fatal (state) or reported to the model (workspace files).
+`enospc`) at an exact place; only tests arm them (`arm_failpoints`). Functions raise
+`OSError`; callers decide whether a failure is fatal (state) or reported to the model
+(workspace files).
 """
 
 from __future__ import annotations
@@ -72,10 +74,29 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def sync(fd: int, name: str, *, data_only: bool = False) -> None:
+    """Pass the failpoint `name`, then fsync `fd` (fdatasync with `data_only`).
+
+    The only place the runtime syncs a descriptor.
+    """
+    failpoint(name)
+    if data_only:
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
+
+
 def fsync_dir(dir_fd: int, point: str) -> None:
     """Make renames and creations in a directory durable."""
-    failpoint(f"{point}.dirsync")
-    os.fsync(dir_fd)
+    sync(dir_fd, f"{point}.dirsync")
+
+
+def make_dir(dir_fd: int, name: str, mode: int, point: str) -> None:
+    """Create the directory `name` (or find it made meanwhile) and make its entry durable."""
+    failpoint(f"{point}.mkdir")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, mode, dir_fd=dir_fd)
+    fsync_dir(dir_fd, point)
 
 
 def temp_name(prefix: str) -> str:
@@ -90,8 +111,7 @@ def _write_synced(dir_fd: int, tmp: str, data: bytes, point: str) -> None:
         try:
             failpoint(f"{point}.write")
             write_all(fd, data)
-            failpoint(f"{point}.fsync")
-            os.fsync(fd)
+            sync(fd, f"{point}.fsync")
         finally:
             os.close(fd)
     except BaseException:
@@ -134,15 +154,14 @@ def append_durably(fd: int, data: bytes, point: str) -> None:
     """Append bytes and fsync them before returning."""
     failpoint(f"{point}.write")
     write_all(fd, data)
-    failpoint(f"{point}.fsync")
-    os.fdatasync(fd)
+    sync(fd, f"{point}.fsync", data_only=True)
 
 
 def truncate_durably(fd: int, length: int, point: str) -> None:
     """Cut a file to `length` bytes and fsync."""
     failpoint(f"{point}.truncate")
     os.ftruncate(fd, length)
-    os.fsync(fd)
+    sync(fd, f"{point}.truncsync")
 
 
 def read_at(dir_fd: int, name: str, limit: int) -> bytes:
@@ -189,5 +208,17 @@ def create_file(dir_fd: int, name: str, data: bytes, *, temp_prefix: str, point:
 def remove_file(dir_fd: int, name: str, *, point: str) -> None:
     """Durably remove `name` from the directory (a symlink itself, never its target)."""
     failpoint(f"{point}.unlink")
+    os.unlink(name, dir_fd=dir_fd)
+    fsync_dir(dir_fd, point)
+
+
+def move_file(dir_fd: int, name: str, new_name: str, *, point: str) -> None:
+    """Durably rename `name` to `new_name` in the directory; an existing `new_name` is kept.
+
+    The new name is linked first, which the kernel refuses when it exists, then the old one
+    is unlinked, and the directory is synced.
+    """
+    failpoint(f"{point}.link")
+    os.link(name, new_name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     os.unlink(name, dir_fd=dir_fd)
     fsync_dir(dir_fd, point)

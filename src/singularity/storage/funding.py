@@ -13,13 +13,12 @@ and a parent that revoked but never journaled the refund revokes (and refunds) a
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from decimal import Decimal
 
 from singularity.errors import FatalIoError, StateError
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact, loads_strict
 from singularity.money import parse_money, render_money
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
@@ -52,7 +51,9 @@ def write_grant(dir_fd: int, grant: Grant) -> None:
 
 
 def _read(dir_fd: int, name: str) -> Grant:
-    document = json.loads(fsio.read_at(dir_fd, name, 65536))
+    document = loads_strict(fsio.read_at(dir_fd, name, 65536))
+    if not isinstance(document, dict):
+        raise ValueError(f"{name} must hold a JSON object")
     return Grant(
         str(document["child_id"]), parse_money(document["amount"]), str(document["operation_id"])
     )

@@ -41,10 +41,11 @@ def _check_owned_directory(path: str) -> None:
         raise StateError(f"state directory {path} is owned by another user")
 
 
-def _create_directory(path: str) -> None:
+def create_private_directory(path: str) -> None:
+    """Create a 0700 directory (and missing parents) durably; an existing one is left alone."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        _create_directory(parent)
+        create_private_directory(parent)
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -72,7 +73,7 @@ class StateDir:
         fs_path = path.rstrip("/") or "/"
         if create and not os.path.lexists(fs_path):
             try:
-                _create_directory(fs_path)
+                create_private_directory(fs_path)
             except OSError as error:
                 raise StateError(
                     f"cannot create state directory {path}: {os_error_text(error)}"

@@ -10,6 +10,11 @@ answers (a plain `idle` text unless told otherwise; `default=None` answers 500
 turns answer `content: null` as OpenAI does. Every request is recorded in
 `.requests`, including refused ones. With `hmac_secret` the completion headers are
 verified (`verify_hmac`) and a bad signature gets 401 without consuming a turn.
+`health` (a JSON object, or raw bytes) and `health_status` set the health answer;
+`serves_health=False` answers 404 there, as servers without that route do.
+With `openai_strict` the server holds requests to OpenAI's rule for tool messages (every
+call of an assistant message answered by the tool messages right after it, and no tool
+message without such a call) and answers 400 as OpenAI does, without consuming a turn.
 
 A script file is a JSON array of turns, or `{"turns": [...], "default": turn | null,
 "models": [ids]}`. A turn is one of `{"text": "..."}`, `{"tool_calls": [{"name":
@@ -220,10 +225,54 @@ def load_script(path: str | Path) -> Script:
     )
 
 
-def _error_body(status: int, message: str, error_type: str = "", code: str | None = None) -> bytes:
+def _error_body(
+    status: int,
+    message: str,
+    error_type: str = "",
+    code: str | None = None,
+    param: str | None = None,
+) -> bytes:
     kind = error_type or ("server_error" if status >= 500 else "invalid_request_error")
-    error = {"message": message, "type": kind, "param": None, "code": code}
+    error = {"message": message, "type": kind, "param": param, "code": code}
     return compact({"error": error}).encode("utf-8")
+
+
+def tool_message_violation(messages: Any) -> tuple[str, str] | None:
+    """OpenAI's refusal of a request whose tool messages break its rule: (message, param).
+
+    Each assistant message with `tool_calls` must be followed by tool messages answering
+    each of its call ids, and a tool message must answer a call of the assistant message
+    before it. None when the messages keep the rule (or are not a list of objects).
+    """
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return None
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if message.get("role") == "tool":
+            return (
+                "Invalid parameter: messages with role 'tool' must be a response to a "
+                "preceeding message with 'tool_calls'.",
+                f"messages.[{index}].role",
+            )
+        index += 1
+        if not isinstance(calls, list) or not calls:
+            continue
+        answered = set()
+        while index < len(messages) and messages[index].get("role") == "tool":
+            answered.add(messages[index].get("tool_call_id"))
+            index += 1
+        ids = [call.get("id") for call in calls if isinstance(call, dict)]
+        missing = [str(call_id) for call_id in ids if call_id not in answered]
+        if missing:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not "
+                f"have response messages: {', '.join(missing)}",
+                "messages",
+            )
+    return None
 
 
 @dataclass(frozen=True)
@@ -290,9 +339,11 @@ class ScriptedServer:
         bearer_token: str | None = None,
         clock: Callable[[], float] = time.time,
         window_seconds: int = 300,
-        health: Mapping[str, Any] | None = None,
+        health: Mapping[str, Any] | bytes | None = None,
         health_status: int = 200,
+        serves_health: bool = True,
         base_path: str = "/",
+        openai_strict: bool = False,
     ) -> None:
         self._script: collections.deque[Turn] = collections.deque(turns)
         self.default = default
@@ -302,9 +353,12 @@ class ScriptedServer:
         self._bearer = bearer_token
         self._clock = clock
         self._window = window_seconds
-        self._health = dict(health) if health is not None else {"status": "ok"}
+        document = {"status": "ok"} if health is None else health
+        self._health = document if isinstance(document, bytes) else compact(dict(document)).encode()
         self._health_status = health_status
+        self._serves_health = serves_health
         self._base = "/" + base_path.strip("/") + "/" if base_path.strip("/") else "/"
+        self.openai_strict = openai_strict
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._connections: set[socket.socket] = set()
@@ -434,8 +488,8 @@ class ScriptedServer:
             f"Bearer {self._bearer}"
         ):
             handler.reply(401, _error_body(401, "invalid bearer token", "authentication_error"))
-        elif (request.method, route) == ("GET", "health"):
-            handler.reply(self._health_status, compact(self._health).encode("utf-8"))
+        elif (request.method, route) == ("GET", "health") and self._serves_health:
+            handler.reply(self._health_status, self._health)
         elif (request.method, route) == ("GET", "v1/models"):
             data = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
@@ -463,6 +517,10 @@ class ScriptedServer:
                 return
         if not isinstance(request.json, dict):
             handler.reply(400, _error_body(400, "request body must be a JSON object"))
+            return
+        violation = tool_message_violation(request.json.get("messages"))
+        if self.openai_strict and violation is not None:
+            handler.reply(400, _error_body(400, violation[0], param=violation[1]))
             return
         with self._lock:
             turn = self._script.popleft() if self._script else self.default

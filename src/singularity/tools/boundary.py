@@ -56,10 +56,24 @@ PRIVATE_KEY_MARKERS: Final = (
     "-----begin openssh private key-----",
 )
 PATH_TOKEN_STRIP: Final = ",;:()[]'\""
+# ASCII upper case to lower case, `-` and space to `_`; every other character unchanged.
+_KEY_NORMAL: Final = str.maketrans(
+    {**{chr(c): chr(c + 32) for c in range(ord("A"), ord("Z") + 1)}, "-": "_", " ": "_"}
+)
+_SECRET_WORD_SET: Final = frozenset(SECRET_KEY_WORDS)
+_SECRET_SUFFIXES: Final = tuple("_" + word for word in SECRET_KEY_WORDS)
 
 # "Split on whitespace" uses the same Unicode White_Space set as trim (spec §2), not
-# Python's str.split(), which also splits on U+001C..U+001F.
-_WHITESPACE_RUN: Final = re.compile("[" + re.escape(UNICODE_WHITESPACE) + "]+")
+# Python's str.split(), which also splits on U+001C..U+001F; tokens are found by one
+# regular expression rather than split and stripped one by one.
+_SPACE: Final = "[" + re.escape(UNICODE_WHITESPACE) + "]"
+_NOT_SPACE: Final = "[^" + re.escape(UNICODE_WHITESPACE) + "]"
+# A token whose stripped form starts with `/` or `file://`: at the start of the text or
+# after whitespace, any of the strip characters, then the prefix, then the rest of the
+# token. (Stripping the end cannot remove a `/`, so only the start needs looking at.)
+PATH_TOKEN: Final = re.compile(
+    f"(?:^|(?<={_SPACE}))[{re.escape(PATH_TOKEN_STRIP)}]*(?:/|file://){_NOT_SPACE}*"
+)
 
 
 class BoundaryRejection(Exception):
@@ -72,10 +86,8 @@ def is_secret_key(key: str) -> bool:
     The key is ASCII-lowercased, `-` and space become `_`, and it must equal a secret
     word or end with `_` + a secret word.
     """
-    normalized = "".join(
-        "_" if char in "- " else (char.lower() if char.isascii() else char) for char in key
-    )
-    return any(normalized == word or normalized.endswith("_" + word) for word in SECRET_KEY_WORDS)
+    normalized = key.translate(_KEY_NORMAL)
+    return normalized in _SECRET_WORD_SET or normalized.endswith(_SECRET_SUFFIXES)
 
 
 def has_raw_local_path(text: str) -> bool:
@@ -83,11 +95,7 @@ def has_raw_local_path(text: str) -> bool:
 
     Each token is stripped of `, ; : ( ) [ ] ' "` at both ends first.
     """
-    for token in _WHITESPACE_RUN.split(text):
-        stripped = token.strip(PATH_TOKEN_STRIP)
-        if stripped.startswith(("/", "file://")):
-            return True
-    return False
+    return PATH_TOKEN.search(text) is not None
 
 
 def _reject_depth() -> BoundaryRejection:
@@ -133,7 +141,7 @@ def _scalar_size(value: object) -> int:
     raise BoundaryRejection(f"{type(value).__name__} is not a JSON value")
 
 
-def _check_structure(content: Any) -> None:
+def check_structure(content: Any) -> None:
     """Pass 1: JSON shape, depth and exact compact size of the content itself."""
     size = 0
     pending: list[tuple[Any, int]] = [(content, 0)]
@@ -166,7 +174,7 @@ def _check_structure(content: Any) -> None:
             raise _reject_size()
 
 
-def _max_bracket_nesting(text: str, limit: int) -> int:
+def max_bracket_nesting(text: str, limit: int) -> int:
     """How deep `[`/`{` nest in JSON text, ignoring brackets inside strings.
 
     Stops counting once the nesting passes `limit`.
@@ -208,7 +216,7 @@ def _check_string(text: str, depth: int, pending: list[tuple[Any, int]]) -> None
         raise BoundaryRejection("string contains a raw local path")
     if trimmed.startswith(("{", "[")):
         # The embedded value sits at depth + 1, so its innermost bracket at depth + nesting.
-        if depth + _max_bracket_nesting(trimmed, MAX_DEPTH) > MAX_DEPTH:
+        if depth + max_bracket_nesting(trimmed, MAX_DEPTH) > MAX_DEPTH:
             raise _reject_depth()
         try:
             embedded = loads_strict(trimmed)
@@ -242,7 +250,7 @@ def _check_content(content: Any) -> None:
 
 def check_output(content: Any) -> None:
     """Raise `BoundaryRejection` when the content may not cross the boundary."""
-    _check_structure(content)
+    check_structure(content)
     try:
         size = len(compact(content).encode("utf-8"))
     except (TypeError, ValueError, RecursionError):  # unreachable after pass 1; defensive
@@ -267,6 +275,7 @@ __all__ = [
     "UNICODE_WHITESPACE",
     "BoundaryRejection",
     "check_output",
+    "check_structure",
     "has_raw_local_path",
     "is_secret_key",
     "passes_boundary",

@@ -1,23 +1,33 @@
-"""The tool catalogue (spec §10.1), dispatch of one call (§10.2) and the tool message (§10.3)."""
+"""The tool catalogue (spec §10.1), dispatch of one call (§10.2) and the tool message (§10.3).
+
+The tool message carries the outcome across the output boundary. In `strict` mode a
+rejected result becomes the fixed two-key content of §10.3. In `redact` mode (decision
+21) a result that passes with replacements says how many and why (`redacted`, a sixth
+key, present only then), and a rejected one tells the model which limit it broke and
+how the call itself ended.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from singularity.domain.records import ChatMessage
 from singularity.errors import CatalogueError
 from singularity.jsoncodec import compact
 from singularity.tools.base import Outcome, ToolDefinition, Toolset
-from singularity.tools.boundary import BoundaryRejection, check_output
+from singularity.tools.output_boundary import OutputBoundary
 
 # `\Z`, not `$`: `$` also matches before a final newline, which would let `name\n` in.
 TOOL_NAME = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 REJECTED_CONTENT = '{"error_code":"sensitive_output_rejected","status":"failed"}'
-PRIVATE_PLACEHOLDER = "[private journal content omitted]"
+WITHHELD_CODE = "output_rejected"
+# Saved in place of a private tool's arguments and result. It passes the output boundary in
+# every mode, so a later cycle sees the call's real status (never a rejection).
+PRIVATE_PLACEHOLDER = "(private journal content omitted)"
 
 
 def _refuse_constant(name: str) -> object:
@@ -28,7 +38,9 @@ def _refuse_constant(name: str) -> object:
 class Catalogue:
     """Every tool a being may call, in catalogue order, each routed to its toolset."""
 
-    def __init__(self, toolsets: Sequence[Toolset]) -> None:
+    def __init__(self, toolsets: Sequence[Toolset], *, boundary: OutputBoundary) -> None:
+        self.boundary = boundary
+        """What a result must pass to reach the conversation."""
         self._routes: dict[str, Toolset] = {}
         self._definitions: list[ToolDefinition] = []
         for toolset in toolsets:
@@ -80,34 +92,67 @@ class Catalogue:
 
 @dataclass(frozen=True)
 class ToolMessage:
-    """The tool message for one call, and why its content was replaced (if it was)."""
+    """The tool message for one call, why its content was withheld, and what was redacted."""
 
     message: ChatMessage
     rejection: str | None
+    seen_status: str
+    """The status the model was shown: a withheld result is shown as failed."""
+    redactions: Mapping[str, int] = field(default_factory=dict)
 
 
-def tool_message(call_id: str, name: str, outcome: Outcome) -> ToolMessage:
+def withheld_message(reason: str, status: str) -> str:
+    """What redact mode tells the model about a result it may not see."""
+    return f"the result was withheld by the output boundary ({reason}); the call ended {status}"
+
+
+def private_message(call_id: str, name: str, shown: ToolMessage) -> ChatMessage:
+    """What is saved of a private tool's message: its status and error code, never its text."""
+    if shown.rejection is not None:
+        return shown.message  # the rejection carries no content of the call
+    sent = json.loads(str(shown.message["content"]))
+    content = compact(
+        {
+            "chat_id": None,
+            "content": PRIVATE_PLACEHOLDER,
+            "error_code": sent["error_code"],
+            "message_id": None,
+            "status": sent["status"],
+        },
+        sort_keys=True,
+    )
+    return {"role": "tool", "content": content, "tool_call_id": call_id, "name": name}
+
+
+def tool_message(
+    call_id: str, name: str, outcome: Outcome, boundary: OutputBoundary
+) -> ToolMessage:
     """The `tool` role message that carries an outcome back to the model."""
-    rejection: str | None = None
-    try:
-        check_output(outcome.content)
-        content = compact(
-            {
-                "chat_id": outcome.chat_id,
-                "content": outcome.content,
-                "error_code": outcome.error_code,
-                "message_id": outcome.message_id,
-                "status": outcome.status.value,
-            },
-            sort_keys=True,
-        )
-    except BoundaryRejection as error:
-        rejection = str(error)
+    bounded = boundary.apply(outcome.content)
+    envelope: dict[str, Any] = {
+        "chat_id": outcome.chat_id,
+        "content": bounded.content,
+        "error_code": outcome.error_code,
+        "message_id": outcome.message_id,
+        "status": outcome.status.value,
+    }
+    if bounded.rejection is not None and boundary.mode == "strict":
         content = REJECTED_CONTENT
+    else:
+        if bounded.rejection is not None:
+            envelope["content"] = {
+                "message": withheld_message(bounded.rejection, outcome.status.value)
+            }
+            envelope["error_code"] = WITHHELD_CODE
+            envelope["status"] = "failed"
+        elif bounded.redactions:
+            envelope["redacted"] = {"count": bounded.redacted, "reasons": dict(bounded.redactions)}
+        content = compact(envelope, sort_keys=True)
     message: ChatMessage = {
         "role": "tool",
         "content": content,
         "tool_call_id": call_id,
         "name": name,
     }
-    return ToolMessage(message, rejection)
+    seen = outcome.status.value if bounded.rejection is None else "failed"
+    return ToolMessage(message, bounded.rejection, seen, bounded.redactions)

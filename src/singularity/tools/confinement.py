@@ -9,11 +9,15 @@ at a time over `O_NOFOLLOW` descriptors that reads each symlink and resolves its
 against the directories already passed (a `..` must land on the very directory we came
 through). Symlinks that stay inside the workspace are followed; an absolute symlink
 target, or `..` above the root, leaves it (`WorkspaceEscape`), as with RESOLVE_BENEATH.
+
+An entry swapped concurrently between a symlink and a directory or file is resolved
+as one of its states, like the kernel does: the walk never retries and never answers
+an I/O error for the swap (see `_open_step`). Only without `/proc` can a final file
+swapped at that instant answer `EAGAIN`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
@@ -27,6 +31,8 @@ from types import TracebackType
 from typing import Any
 
 from singularity.errors import ConfigurationError
+from singularity.secrets import os_error_text
+from singularity.storage import fsio
 
 MAX_COMPONENT_BYTES = 255
 MAX_LINKS = 40
@@ -49,14 +55,9 @@ RESOLVE_FLAGS = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
 # The kernel refuses longer paths (PATH_MAX counts the NUL); the walk has no such limit.
 OPENAT2_MAX_PATH = 4095
 OPENAT2_RETRIES = 16
-STEP_RETRIES = 4
-
-
-def os_error_text(error: OSError) -> str:
-    """`[Errno N] <strerror>`: the OS error without the file name, which may be a host path."""
-    if error.errno is None:
-        return str(error)
-    return f"[Errno {error.errno}] {error.strerror}"
+# The entry itself, whatever it is (a symlink included): never read through, only asked.
+PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+PROC_FDS = "/proc/self/fd"
 
 
 class InvalidPath(ValueError):
@@ -148,23 +149,44 @@ def openat2_available(dir_fd: int) -> bool:
 
 
 def _open_step(dir_fd: int, name: str, last: bool) -> int | str:
-    """Open one component without following it: its descriptor, or its symlink's target."""
+    """Open one component without following it: its descriptor, or its symlink's target.
+
+    The entry may be swapped between a symlink and something else at any moment. When
+    the plain open finds a symlink, the entry is grabbed itself (`O_PATH | O_NOFOLLOW`)
+    and everything after that is asked of that one inode, so each step answers for one
+    state of the entry and never gives up: a symlink is read through its descriptor; a
+    directory is reopened as `.` beneath itself; the final file is reopened through
+    `/proc/self/fd`, the same inode again.
+    """
     flags = READ_FLAGS | os.O_NOFOLLOW if last else DIR_FLAGS
-    for _ in range(STEP_RETRIES):
-        try:
-            return os.open(name, flags, dir_fd=dir_fd)
-        except OSError as error:
-            # O_NOFOLLOW reports a symlink as ELOOP, or as ENOTDIR together with O_DIRECTORY.
-            if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-                raise
-            failure = error
-        try:
-            return os.readlink(name, dir_fd=dir_fd)
-        except OSError as error:
-            # EINVAL: not a symlink, or no longer one; the entry may have been swapped.
-            if error.errno != errno.EINVAL:
-                raise
-    raise failure
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as error:
+        # O_NOFOLLOW reports a symlink as ELOOP, or as ENOTDIR together with O_DIRECTORY.
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+    entry = os.open(name, PATH_FLAGS, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(entry).st_mode
+        if stat.S_ISLNK(mode):
+            return os.readlink("", dir_fd=entry)
+        if stat.S_ISDIR(mode):
+            return os.open(".", flags & ~os.O_NOFOLLOW, dir_fd=entry)
+        if not last:
+            # A file where a directory is needed, as the kernel would say.
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        return _reopen(entry)
+    finally:
+        os.close(entry)
+
+
+def _reopen(entry: int) -> int:
+    """A readable descriptor of the very inode `entry` (an `O_PATH` descriptor) names."""
+    try:
+        return os.open(f"{PROC_FDS}/{entry}", READ_FLAGS)
+    except FileNotFoundError:
+        # No /proc here: the entry changed under us and cannot be reopened safely.
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN)) from None
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -184,8 +206,18 @@ class Workspace:
     boot) and `uses_openat2` tells which resolver is in use.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, use_openat2: bool | None = None) -> None:
-        """Canonicalize and open the root; `use_openat2=False` forces the component walk."""
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        use_openat2: bool | None = None,
+        point: str = "workspace",
+    ) -> None:
+        """Canonicalize and open the root; `use_openat2=False` forces the component walk.
+
+        `point` names the `fsio` failpoints of the directories it creates.
+        """
+        self.point = point
         self._root_fd = -1
         try:
             self.root = os.path.realpath(root, strict=True)
@@ -286,8 +318,7 @@ class Workspace:
                 except FileNotFoundError:
                     if not creatable or last:
                         raise
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(name, DIR_MODE, dir_fd=fd)
+                    fsio.make_dir(fd, name, DIR_MODE, self.point)
                     pending.append((name, False))
                     continue
                 if isinstance(opened, int):

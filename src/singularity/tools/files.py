@@ -4,15 +4,17 @@ Every path goes through `confinement`: the grammar first (no system call), then 
 descriptor opened beneath the workspace root. Choices the spec leaves open:
 
 - Argument checks (`invalid_arguments`) come before the path grammar (`invalid_path`).
-- OS errors are reported as `[Errno N] <strerror>`, without the file name.
+- OS errors are reported as `<strerror> (os error N)`, without the file name (which may
+  be a host path), in a form that passes the output boundary in both modes.
 - A read refuses, as `path is not a bounded regular file`, anything that is not a
   regular file (FIFO, socket, device, directory), a file of more than 2 MiB, a file
   that grows past 2 MiB while it is read, and a file with more than one hard link
   (its other name may be outside the workspace).
 - A write checks the boundary before creating any directory; missing parents are
-  created with mode 0700 and the file is written with `fsio.replace_file` (temp
-  `.singularity-<uuid>.tmp`, fsync, rename, directory fsync), so a new or replaced file
-  has mode 0600. A destination that is a symlink or not a regular file is refused.
+  created with mode 0700 (each new entry synced in its parent) and the file is written
+  with `fsio.replace_file` (temp `.singularity-<uuid>.tmp`, fsync, rename, directory
+  fsync), so a new or replaced file has mode 0600. A destination that is a symlink or
+  not a regular file is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import stat
 from typing import Any
 
+from singularity.secrets import os_error_text
 from singularity.storage import fsio
 from singularity.tools.arguments import required_text
 from singularity.tools.base import (
@@ -39,7 +42,6 @@ from singularity.tools.confinement import (
     InvalidPath,
     Workspace,
     WorkspaceEscape,
-    os_error_text,
     parse_path,
 )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from singularity.domain.mind import (
@@ -11,6 +12,7 @@ from singularity.domain.mind import (
     MAX_MEMORY_TEXT_BYTES,
     MAX_PROMPT_BYTES,
     MAX_RULE_BYTES,
+    Mind,
 )
 from singularity.domain.records import MemoryEntry
 from singularity.domain.state import AgentState
@@ -56,8 +58,38 @@ ADD_LEARNING = _definition(
 )
 
 
-def memory_and_self_tools(state: AgentState, clock: Clock = system_clock) -> FunctionToolset:
-    """The five mind tools, acting on the in-memory being (the loop saves after each call)."""
+# The self-edits an operator may review (`--review-self-edits`): tool, argument, bound.
+SELF_EDITS = {
+    SET_PROMPT.name: ("prompt", MAX_PROMPT_BYTES),
+    ADD_RULE.name: ("rule", MAX_RULE_BYTES),
+    ADD_LEARNING.name: ("learning", MAX_LEARNING_BYTES),
+}
+Reviewer = Callable[[str, str], str]
+"""Records a proposed self-edit (tool name, text) for an operator; returns its proposal id."""
+
+
+def apply_self_edit(mind: Mind, tool: str, text: str) -> dict[str, Any]:
+    """Apply one self-edit to the mind; the content its tool reports."""
+    if tool == SET_PROMPT.name:
+        mind.system_prompt = text
+        return {"updated": True}
+    if tool == ADD_RULE.name:
+        mind.rules.append(text)
+        return {"rule": text}
+    if tool == ADD_LEARNING.name:
+        mind.learnings.append(text)
+        return {"learning": text}
+    raise ValueError(f"not a self-edit tool: {tool}")
+
+
+def memory_and_self_tools(
+    state: AgentState, clock: Clock = system_clock, review: Reviewer | None = None
+) -> FunctionToolset:
+    """The five mind tools, acting on the in-memory being (the loop saves after each call).
+
+    With `review`, a prompt replacement, rule or learning is proposed to the operator
+    instead of applied; the being is told it waits for a decision.
+    """
 
     async def remember(arguments: dict[str, Any]) -> Outcome:
         kind = required_text(arguments, "kind", MAX_MEMORY_KIND_BYTES)
@@ -78,19 +110,23 @@ def memory_and_self_tools(state: AgentState, clock: Clock = system_clock) -> Fun
                     break
         return Outcome.success({"memories": matches})
 
-    async def set_prompt(arguments: dict[str, Any]) -> Outcome:
-        state.mind.system_prompt = required_text(arguments, "prompt", MAX_PROMPT_BYTES)
-        return Outcome.success({"updated": True})
+    def self_edit(tool: str) -> Callable[[dict[str, Any]], Any]:
+        key, limit = SELF_EDITS[tool]
 
-    async def add_rule(arguments: dict[str, Any]) -> Outcome:
-        rule = required_text(arguments, "rule", MAX_RULE_BYTES)
-        state.mind.rules.append(rule)
-        return Outcome.success({"rule": rule})
+        async def edit(arguments: dict[str, Any]) -> Outcome:
+            text = required_text(arguments, key, limit)
+            if review is None:
+                return Outcome.success(apply_self_edit(state.mind, tool, text))
+            proposal = review(tool, text)
+            return Outcome.success({"pending_operator_review": True, "proposal_id": proposal})
 
-    async def add_learning(arguments: dict[str, Any]) -> Outcome:
-        learning = required_text(arguments, "learning", MAX_LEARNING_BYTES)
-        state.mind.learnings.append(learning)
-        return Outcome.success({"learning": learning})
+        return edit
+
+    set_prompt, add_rule, add_learning = (
+        self_edit(SET_PROMPT.name),
+        self_edit(ADD_RULE.name),
+        self_edit(ADD_LEARNING.name),
+    )
 
     return FunctionToolset(
         [

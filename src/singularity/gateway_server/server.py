@@ -1,16 +1,22 @@
-"""The embedded gateway's HTTP app: health, model list, chat completions (decision 7, §9).
+"""The embedded gateway's HTTP app: health, model list, chat completions (decisions 7, 23).
 
 Completions for the local model run on one worker thread, one at a time; at most
 `queue_size` more may wait, and any beyond get 429 (transient for the client), so
-the event loop stays free for `health` and for upstream routes. With a Brama secret
-every completion must carry valid HMAC headers (§9.2) within the timestamp window,
-else 401. Every refusal is a 4xx with an OpenAI-style `{"error": {...}}` body.
+the event loop stays free for `health` and for upstream routes. Authentication: with a
+Brama secret a completion may carry valid HMAC headers (§9.2) within the timestamp
+window; with an API key it may carry `Authorization: Bearer <key>`; with either
+configured, a completion that has neither valid gets 401, and so does `v1/models`
+without the key when a key is the only credential. `stream: true` is answered with
+OpenAI's server-sent chunks (`streaming`); `response_format` `json_object` and
+`json_schema` are decoded under a grammar, and refused with 400 when the request also
+lets the model call tools. Every refusal is an OpenAI-style `{"error": {...}}` body.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import re
 import socket
@@ -26,17 +32,26 @@ import httpx
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route as HttpRoute
 
 from singularity.gateway.auth import DEFAULT_WINDOW_SECONDS, Secret, verify_hmac
-from singularity.gateway.local_model import (
+from singularity.gateway_server import streaming
+from singularity.gateway_server.local_model import (
     ChatRequest,
     ChatResult,
     ContextOverflow,
+    UnusableSchema,
 )
-from singularity.gateway.routes import Router, UnknownModel, error_body, forward
-from singularity.gateway.tool_grammar import ToolSpec
+from singularity.gateway_server.routes import (
+    Route,
+    Router,
+    UnknownModel,
+    error_body,
+    forward,
+    forward_stream,
+)
+from singularity.gateway_server.tool_grammar import ToolSpec
 from singularity.jsoncodec import compact, loads_strict
 
 log = logging.getLogger(__name__)
@@ -45,10 +60,17 @@ ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 TOOL_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class Engine(Protocol):
-    """The local model as the app uses it: one blocking call per completion."""
+TextSink = Callable[[str], None]
 
-    def complete(self, request: ChatRequest) -> ChatResult: ...
+
+class Engine(Protocol):
+    """The local model as the app uses it: one blocking call per completion.
+
+    `on_text`, when given, receives the answer's text as it is decoded (what may be
+    shown before the answer is complete); the result is the whole answer all the same.
+    """
+
+    def complete(self, request: ChatRequest, on_text: TextSink | None = None) -> ChatResult: ...
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,7 @@ class ServeOptions:
     """Authentication and limits of the app."""
 
     secret: Secret | None = None
+    api_key: Secret | None = None
     agent_id: str | None = None
     window_seconds: int = DEFAULT_WINDOW_SECONDS
     clock: Callable[[], float] = time.time
@@ -135,6 +158,25 @@ def _number(document: Mapping[str, Any], key: str, low: float, high: float) -> f
     return float(value)
 
 
+def response_schema(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON schema an answer must satisfy under `response_format`, if any, or a 400."""
+    requested = document.get("response_format")
+    if requested is None:
+        return None
+    kind = requested.get("type") if isinstance(requested, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = requested.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise _bad("response_format.json_schema.schema must be a JSON schema object")
+        return schema
+    raise _bad("response_format.type must be text, json_object or json_schema")
+
+
 def chat_request(document: Mapping[str, Any]) -> ChatRequest:
     """A validated `ChatRequest` from a request body, or a 400 `Refusal`."""
     messages = document.get("messages")
@@ -164,7 +206,18 @@ def chat_request(document: Mapping[str, Any]) -> ChatRequest:
         tool_choice=choice,
         max_tokens=limit,
         temperature=0.2 if temperature is None else temperature,
+        response_format=response_schema(document),
     )
+
+
+def _locally_servable(chat: ChatRequest) -> None:
+    """A 400 for what the local model cannot honour: a JSON answer while tools are allowed."""
+    if chat.response_format is not None and chat.tools and chat.tool_choice != "none":
+        raise _bad(
+            "response_format json_object or json_schema cannot be combined with tools on "
+            "the local model: send tool_choice none, or no tools",
+            "unsupported_response_format",
+        )
 
 
 def completion_document(model: str, result: ChatResult) -> dict[str, Any]:
@@ -204,14 +257,28 @@ class Gateway:
         self.pending = 0
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brama-model")
 
+    def has_key(self, request: Request) -> bool:
+        """Whether the request carries the configured API key as a bearer token."""
+        key = self.options.api_key
+        if key is None:
+            return False
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        expected = key.reveal().encode()
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected)
+
     def authenticate(self, request: Request, body: bytes) -> None:
-        """401 unless the HMAC headers are valid (when a secret is set)."""
-        if self.options.secret is None:
+        """401 unless the bearer key or the HMAC headers are valid (when either is set)."""
+        secret, key = self.options.secret, self.options.api_key
+        if (secret is None and key is None) or self.has_key(request):
             return
+        if secret is None:
+            raise Refusal(
+                401, "missing or invalid API key", "authentication_error", "invalid_api_key"
+            )
         verdict = verify_hmac(
             request.headers,
             body,
-            self.options.secret,
+            secret,
             clock=self.options.clock,
             window_seconds=self.options.window_seconds,
             expected_agent_id=self.options.agent_id,
@@ -219,7 +286,15 @@ class Gateway:
         if not verdict.ok:
             raise Refusal(401, f"invalid signature: {verdict.reason}", "authentication_error")
 
-    async def run_local(self, request: ChatRequest) -> ChatResult:
+    def authenticate_read(self, request: Request) -> None:
+        """401 for `v1/models` without the key when a key is the only credential."""
+        only_key = self.options.api_key is not None and self.options.secret is None
+        if only_key and not self.has_key(request):
+            raise Refusal(
+                401, "missing or invalid API key", "authentication_error", "invalid_api_key"
+            )
+
+    async def run_local(self, request: ChatRequest, on_text: TextSink | None = None) -> ChatResult:
         """Run one completion on the worker, or 429 when the queue is full."""
         if self.engine is None:
             raise Refusal(500, "no local model is loaded", "server_error")
@@ -231,7 +306,7 @@ class Gateway:
                 "rate_limit_exceeded",
             )
         loop = asyncio.get_running_loop()
-        future = self.worker.submit(self.engine.complete, request)
+        future = self.worker.submit(self.engine.complete, request, on_text)
         self.pending += 1
         # Released when the job really ends, even if this request is cancelled meanwhile.
         future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._release))
@@ -250,8 +325,9 @@ class Gateway:
             raise _bad("the request body is not valid JSON") from None
         if not isinstance(document, dict):
             raise _bad("the request body must be a JSON object")
-        if document.get("stream"):
-            raise _bad("streaming is not supported; send stream: false")
+        stream = document.get("stream", False)
+        if not isinstance(stream, bool):
+            raise _bad("stream must be a boolean")
         model = document.get("model")
         if not isinstance(model, str) or not model:
             raise _bad("model must be a non-empty string")
@@ -263,15 +339,75 @@ class Gateway:
             ) from None
         chat = chat_request(document)
         if route.upstream is not None:
-            if self.http is None:
-                raise Refusal(500, "no upstream client", "server_error")
-            answer = await forward(self.http, route, document)
-            return Response(answer.body, answer.status, media_type="application/json")
+            return await self._upstream(route, document, stream)
+        _locally_servable(chat)
+        if stream:
+            return await self._stream_local(route, chat, _include_usage(document))
+        result = await self._answer(chat)
+        return _json(completion_document(route.id, result))
+
+    async def _answer(self, chat: ChatRequest, on_text: TextSink | None = None) -> ChatResult:
         try:
-            result = await self.run_local(chat)
+            return await self.run_local(chat, on_text)
         except ContextOverflow as error:
             raise _bad(str(error), "context_length_exceeded") from None
-        return _json(completion_document(route.id, result))
+        except UnusableSchema as error:
+            raise _bad(str(error), "invalid_response_format") from None
+
+    async def _upstream(self, route: Route, document: Mapping[str, Any], stream: bool) -> Response:
+        if self.http is None:
+            raise Refusal(500, "no upstream client", "server_error")
+        if stream:
+            status, chunks = await forward_stream(self.http, route, document)
+            kind = "text/event-stream" if status == 200 else "application/json"
+            return StreamingResponse(chunks, status, media_type=kind)
+        answer = await forward(self.http, route, document)
+        return Response(answer.body, answer.status, media_type="application/json")
+
+    async def _stream_local(self, route: Route, chat: ChatRequest, usage: bool) -> Response:
+        """Stream the answer: text as it is decoded, then the calls, the end and usage.
+
+        The first chunk waits for the first safe piece of text or the end, so that a
+        refusal (429, 400) is still an ordinary error response.
+        """
+        loop = asyncio.get_running_loop()
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        gate = streaming.TextGate()
+
+        def on_text(delta: str) -> None:
+            piece = gate.feed(delta)
+            if piece:
+                loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+        job = asyncio.ensure_future(self._answer(chat, on_text))
+        job.add_done_callback(lambda _: pieces.put_nowait(None))
+        first = await pieces.get()
+        if first is None:
+            job.result()  # a refusal raises here, before any byte was sent
+        chunks = streaming.Chunks(f"chatcmpl-{uuid.uuid4().hex}", route.id)
+
+        async def events() -> AsyncIterator[bytes]:
+            yield chunks.opening()
+            piece = first
+            while piece is not None:
+                yield chunks.text(piece)
+                piece = await pieces.get()
+            try:
+                result = await job
+            except Refusal as refusal:
+                yield streaming.error_event(refusal.message, refusal.kind)
+                return
+            rest = gate.rest(result.content or "")
+            if rest:
+                yield chunks.text(rest)
+            for call in chunks.calls(result.tool_calls):
+                yield call
+            yield chunks.chunk({}, result.finish_reason)
+            if usage:
+                yield chunks.usage(result.prompt_tokens, result.completion_tokens)
+            yield streaming.DONE
+
+        return StreamingResponse(events(), media_type="text/event-stream")
 
     def models(self) -> Response:
         """`GET v1/models`."""
@@ -285,6 +421,13 @@ class Gateway:
             for route in self.router.routes.values()
         ]
         return _json({"object": "list", "data": data})
+
+
+def _include_usage(document: Mapping[str, Any]) -> bool:
+    options = document.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise _bad("stream_options must be an object")
+    return bool(options and options.get("include_usage"))
 
 
 def _json(document: Any, status: int = 200) -> Response:
@@ -310,6 +453,10 @@ def create_app(gateway: Gateway) -> Starlette:
         return JSONResponse({"status": "ok"})
 
     async def models(request: Request) -> Response:
+        try:
+            gateway.authenticate_read(request)
+        except Refusal as refusal:
+            return refusal.response()
         return gateway.models()
 
     async def completions(request: Request) -> Response:
@@ -350,21 +497,29 @@ def create_app(gateway: Gateway) -> Starlette:
 
 
 def run_gateway(
-    router: Router, sock: socket.socket, *, secret: Secret | None, agent_id: str | None
+    router: Router,
+    sock: socket.socket,
+    *,
+    secret: Secret | None,
+    agent_id: str | None,
+    api_key: Secret | None = None,
 ) -> None:
     """Load the local model (if enabled) and serve on the bound socket until a signal."""
     import uvicorn
 
-    from singularity.gateway.local_model import LocalModel
+    from singularity.gateway_server.local_model import LocalModel
 
     engine = LocalModel(router.config.local) if router.config.local.enabled else None
-    gateway = Gateway(router, engine, ServeOptions(secret, agent_id), httpx.AsyncClient())
+    options = ServeOptions(secret=secret, api_key=api_key, agent_id=agent_id)
+    gateway = Gateway(router, engine, options, httpx.AsyncClient())
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    auth = "HMAC" if secret else "none (loopback only)"
+    auth = " and ".join(
+        name for name, value in (("HMAC", secret), ("API key", api_key)) if value is not None
+    )
     print(
         f"brama: listening on http://{shown}:{port}/ models: {', '.join(router.model_ids)}; "
-        f"auth: {auth}; queue: {router.config.queue_size}",
+        f"auth: {auth or 'none (loopback only)'}; queue: {router.config.queue_size}",
         file=sys.stderr,
         flush=True,
     )

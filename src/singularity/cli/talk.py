@@ -1,0 +1,118 @@
+"""Talking to a being and reading what it lived: `singularity say` and `singularity log`."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import click
+
+from singularity.cli.options import settings_from, state_options
+from singularity.cli.output import print_json
+from singularity.domain.operator import new_request
+from singularity.errors import RuntimeFailure, StateError
+from singularity.jsoncodec import compact
+from singularity.runtime.operator_client import deliver, wait_for_reply
+from singularity.runtime.transcript import Entry, Transcript, all_messages
+from singularity.storage import fsio
+from singularity.storage.activity import read_from
+from singularity.storage.statedir import STATE_FILE, peek_state
+from singularity.timestamps import now_text
+
+FOLLOW_SECS = 0.5
+
+
+@click.command()
+@state_options
+@click.option("--wait", is_flag=True, help="Wait for the cycle that reads it; print the reply.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --wait: give up after this many seconds [default: wait as long as it takes].",
+)
+@click.argument("text")
+def say(text: str, wait: bool, timeout: float | None, **params: Any) -> None:
+    """Send a message to a being; it reads it at the start of its next cycle."""
+    settings = settings_from(params)
+    request = new_request("message", now_text(), text=text)
+    delivery = deliver(settings.state_dir, request)
+    if not wait:
+        print_json({"request_id": delivery.request_id, "route": delivery.route})
+        return
+    outcome = wait_for_reply(settings.state_dir, request.id, timeout=timeout)
+    if outcome.status != "completed" or outcome.reply is None:
+        raise RuntimeFailure(
+            f"cycle {outcome.cycle} read the message but ended {outcome.status} "
+            "without a plain reply"
+        )
+    click.echo(outcome.reply)
+
+
+def render(entry: Entry) -> str:
+    """One transcript entry as a line of text."""
+    kind = entry.kind
+    if kind == "cycle":
+        at = entry.extra.get("at")
+        return f"── cycle {entry.cycle}" + (f" · {at}" if at else "") + " ──"
+    if kind == "framing":
+        return f"  {entry.text}"
+    if kind == "observation":
+        return f"observation: {entry.text}"
+    if kind == "operator":
+        return f"operator: {entry.text}"
+    if kind == "being":
+        return f"being: {entry.text}"
+    if kind == "call":
+        return f"  → {entry.tool} {entry.text}"
+    if kind == "result":
+        return f"  ← {entry.tool} {entry.status}: {entry.text}"
+    if kind == "cost":
+        extra = entry.extra
+        return (
+            f"  · round cost {extra['amount']} USD "
+            f"({extra['prompt_tokens']} prompt + {extra['completion_tokens']} completion tokens)"
+        )
+    return f"{kind}: {entry.text}"
+
+
+@click.command(name="log")
+@state_options
+@click.option("--follow", "-f", is_flag=True, help="Keep printing as the being lives.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
+def log_command(follow: bool, as_json: bool, **params: Any) -> None:
+    """Print a being's conversation and actions as a transcript, archived messages included."""
+    state_dir = settings_from(params).state_dir
+    state = peek_state(state_dir)
+    if state is None:
+        raise StateError(f"no being state exists at {os.path.join(state_dir, STATE_FILE)}")
+    dir_fd = fsio.open_dir(state_dir)
+    try:
+        builder = Transcript()
+        offset = 0
+        stamp: object = None
+        while True:
+            if state is not None:
+                events, offset = read_from(dir_fd, offset)
+                builder.add_events(events)
+                for entry in builder.add_messages(all_messages(dir_fd, state, builder.seq)):
+                    click.echo(compact(entry.to_json()) if as_json else render(entry))
+            if not follow:
+                return
+            time.sleep(FOLLOW_SECS)
+            state, stamp = _changed(state_dir, stamp)
+    finally:
+        os.close(dir_fd)
+
+
+def _changed(state_dir: str, stamp: object) -> tuple[Any, object]:
+    """The state when `state.json` changed since `stamp` (else None), and its new stamp."""
+    try:
+        info = os.stat(os.path.join(state_dir, STATE_FILE))
+    except FileNotFoundError:
+        return None, stamp
+    now = (info.st_mtime_ns, info.st_size, info.st_ino)
+    if now == stamp:
+        return None, stamp
+    return peek_state(state_dir), now

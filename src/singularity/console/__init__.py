@@ -1,0 +1,1 @@
+"""The operator console: a web application to watch, talk to and steer beings."""

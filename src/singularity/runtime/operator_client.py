@@ -1,0 +1,110 @@
+"""Handing a request to a being, and waiting for what came of it (`say`, the console).
+
+A living `run` takes the request through its local socket, queues it durably and wakes
+at once; otherwise (a stopped being, or one that serves no socket) the request goes
+straight into the inbox, where the being finds it at its next start or safe point.
+Liveness is decided by the lock (decision 27).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from singularity.domain.operator import OperatorRequest
+from singularity.errors import RuntimeFailure, StateError
+from singularity.runtime.family import is_alive
+from singularity.runtime.import_service import socket_path, submit_operator
+from singularity.runtime.transcript import all_messages, cycle_reply
+from singularity.storage import fsio, inbox
+from singularity.storage.activity import Event, read_from
+from singularity.storage.statedir import STATE_FILE, peek_state
+
+POLL_SECS = 0.2
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """How a request was handed over: `socket` (a living being took it) or `inbox`."""
+
+    request_id: str
+    route: str
+
+
+def deliver(state_dir: str, request: OperatorRequest) -> Delivery:
+    """Hand a request to the being at `state_dir`."""
+    if peek_state(state_dir) is None:
+        raise StateError(f"no being state exists at {os.path.join(state_dir, STATE_FILE)}")
+    alive = is_alive(state_dir)
+    service = socket_path(state_dir)
+    if request.kind == "stop" and not alive:
+        raise StateError("the being is not running; there is nothing to stop")
+    if alive and os.path.lexists(service):
+        submit_operator(service, request)
+        return Delivery(request.id, "socket")
+    inbox.post_at(state_dir, request)
+    return Delivery(request.id, "inbox")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came of an operator message: the cycle it reached and the being's reply."""
+
+    cycle: int
+    status: str
+    reply: str | None
+
+
+def wait_for_reply(
+    state_dir: str,
+    request_id: str,
+    *,
+    timeout: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Outcome:
+    """Wait until the cycle that received the message ends; its status and reply."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    offset = 0
+    cycle: int | None = None
+    dir_fd = fsio.open_dir(state_dir)
+    try:
+        while True:
+            found, offset = read_from(dir_fd, offset)
+            for event in found:
+                cycle, ended = _follow(event, request_id, cycle)
+                if cycle is not None and ended is not None:
+                    return _outcome(dir_fd, state_dir, cycle, ended)
+            if deadline is not None and time.monotonic() > deadline:
+                where = "reached the being" if cycle is None else f"got its reply (cycle {cycle})"
+                raise RuntimeFailure(f"the message has not {where} within {timeout:g} s")
+            sleep(POLL_SECS)
+    finally:
+        os.close(dir_fd)
+
+
+def _follow(event: Event, request_id: str, cycle: int | None) -> tuple[int | None, str | None]:
+    """The cycle the message reached, and how that cycle ended once it has."""
+    kind = event.get("type")
+    if kind == "operator_message" and event.get("request_id") == request_id:
+        return int(event["cycle"]), None
+    if kind == "operator_request_refused" and event.get("request_id") == request_id:
+        raise StateError(f"the being refused the message: {event.get('reason')}")
+    if cycle is None:
+        return None, None
+    if kind == "cycle_finished" and event.get("cycle") == cycle:
+        return cycle, str(event.get("status"))
+    if kind == "cycle_started" and isinstance(event.get("cycle"), int) and event["cycle"] > cycle:
+        return cycle, "ended by an error"
+    if kind == "stopped":
+        return cycle, f"stopped ({event.get('status')})"
+    return cycle, None
+
+
+def _outcome(dir_fd: int, state_dir: str, cycle: int, status: str) -> Outcome:
+    state = peek_state(state_dir)
+    reply = None
+    if state is not None and status == "completed":
+        reply = cycle_reply(all_messages(dir_fd, state), cycle)
+    return Outcome(cycle, status, reply)

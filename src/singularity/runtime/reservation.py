@@ -1,0 +1,90 @@
+"""What a model call may cost, reserved before it is made (decision 16).
+
+The worst case of a call is its prompt at the input price, `max_tokens` at the output
+price and its deadline at the instance price; it is an upper bound that uses what is
+known:
+
+- **the prompt**: every byte of the request (messages and tool definitions) counts as a
+  token, a bound for any tokenizer whose tokens are at least a byte long; once the
+  gateway has reported a round's prompt tokens, the next prompt counts at most those
+  tokens plus one per byte of every message that round did not send, whichever of the
+  two is smaller;
+- **the deadline**: the configured HTTP timeout, shortened to what the balance can still
+  pay for once the token worst case is set aside. A call the balance cannot give at
+  least a second (or the whole timeout, when that is shorter) is not made.
+
+The call is then made with that deadline, so no call can cost more instance time than
+was reserved, and a call whose outcome stays unknown is charged exactly its reservation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from singularity.domain.budget import Budget
+from singularity.jsoncodec import compact
+from singularity.runtime import ledger
+
+MIN_DEADLINE_SECS = 1.0
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass
+class PromptMeter:
+    """The newest round the gateway reported prompt tokens for: the count and what it sent."""
+
+    tokens: int | None = None
+    sent: frozenset[str] = field(default_factory=frozenset)
+
+    def measured(self, texts: Sequence[str], prompt_tokens: int) -> None:
+        """Remember a round's reported prompt tokens (a report of zero tells nothing)."""
+        if prompt_tokens > 0:
+            self.tokens = prompt_tokens
+            self.sent = frozenset(texts)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A call's worst case, the deadline it is made with, and the messages it measured."""
+
+    charge: ledger.Charge
+    deadline_secs: float
+    shortest_secs: float
+    texts: tuple[str, ...]
+
+    def affordable(self, budget: Budget) -> bool:
+        """Whether the being can make the call: solvent, enough time, the worst case covered."""
+        return self.deadline_secs >= self.shortest_secs and ledger.can_cover(budget, self.charge)
+
+
+def prompt_estimate(meter: PromptMeter, texts: Sequence[str], fixed_bytes: int) -> int:
+    """The most prompt tokens a request of these messages (and `fixed_bytes` more) can be."""
+    every_byte = sum(_size(text) + 1 for text in texts) + 1 + fixed_bytes
+    if meter.tokens is None:
+        return every_byte
+    added = sum(_size(text) + 1 for text in texts if text not in meter.sent)
+    return min(every_byte, meter.tokens + added)
+
+
+def plan(
+    prices: ledger.Prices,
+    budget: Budget,
+    meter: PromptMeter,
+    messages: Sequence[Any],
+    *,
+    fixed_bytes: int,
+    max_tokens: int,
+    timeout_secs: float,
+) -> Reservation:
+    """The reservation of a call sending `messages` (and `fixed_bytes` of tool definitions)."""
+    texts = tuple(compact(message) for message in messages)
+    tokens = prompt_estimate(meter, texts, fixed_bytes)
+    token_worst = ledger.token_cost(prices, tokens, max_tokens)
+    deadline = ledger.affordable_deadline(prices, budget, token_worst, timeout_secs)
+    charge = ledger.worst_case(prices, tokens, max_tokens, deadline)
+    return Reservation(charge, deadline, min(MIN_DEADLINE_SECS, timeout_secs), texts)

@@ -1,0 +1,184 @@
+"""The state store's schema in PostgreSQL, as named migrations applied once, in order.
+
+Every migration runs in its own transaction together with the row that records it in
+`singularity.migrations`; a transaction-scoped advisory lock keeps two runtimes starting
+at once from applying the same one twice. A database that records a migration this
+version does not know was migrated by a newer version, and is refused.
+
+The activity journal is append-only in the database too: a trigger refuses every
+UPDATE and DELETE of `singularity.activity` (a being is removed whole only with
+`singularity.removing` set in the removing transaction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from singularity.errors import StateError
+
+SCHEMA = "singularity"
+LOCK_KEY = 0x5347_5354_4F52  # "SGSTOR": the advisory lock of migrations
+
+MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0001_beings",
+        """
+        CREATE TABLE singularity.beings (
+            agent_id text PRIMARY KEY,
+            schema_version text NOT NULL,
+            status text NOT NULL,
+            cycle bigint NOT NULL,
+            started_at text NOT NULL,
+            updated_at text NOT NULL,
+            identity json NOT NULL,
+            budget json NOT NULL,
+            system_prompt text NOT NULL,
+            current_model text NOT NULL,
+            conversation_archived bigint NOT NULL,
+            children json NOT NULL,
+            extra json NOT NULL,
+            remaining numeric GENERATED ALWAYS AS ((budget->>'remaining')::numeric) STORED,
+            earned numeric GENERATED ALWAYS AS ((budget->>'earned')::numeric) STORED,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE singularity.messages (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            role text NOT NULL,
+            message json NOT NULL,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE singularity.memories (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            kind text NOT NULL,
+            text text NOT NULL,
+            created_at text NOT NULL,
+            sources json NOT NULL,
+            extra json,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE singularity.rules (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            text text NOT NULL,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE singularity.learnings (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            text text NOT NULL,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE singularity.actions (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            cycle bigint NOT NULL,
+            tool text NOT NULL,
+            status text NOT NULL,
+            at text NOT NULL,
+            extra json,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE TABLE singularity.resources (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            kind text NOT NULL,
+            seq bigint NOT NULL,
+            resource_id text NOT NULL,
+            PRIMARY KEY (agent_id, kind, seq)
+        );
+        CREATE TABLE singularity.activity (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            seq bigint NOT NULL,
+            type text NOT NULL,
+            at text,
+            cycle bigint,
+            operation_id text,
+            line text NOT NULL,
+            PRIMARY KEY (agent_id, seq)
+        );
+        CREATE INDEX activity_operation ON singularity.activity (agent_id, operation_id)
+            WHERE operation_id IS NOT NULL;
+        CREATE FUNCTION singularity.refuse_rewrite() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'DELETE' AND current_setting('singularity.removing', true) = 'on' THEN
+                RETURN OLD;
+            END IF;
+            RAISE EXCEPTION 'singularity.activity is append-only (% refused)', TG_OP;
+        END $$;
+        CREATE TRIGGER activity_append_only BEFORE UPDATE OR DELETE ON singularity.activity
+            FOR EACH ROW EXECUTE FUNCTION singularity.refuse_rewrite();
+        CREATE TABLE singularity.leases (
+            agent_id text PRIMARY KEY,
+            owner text NOT NULL,
+            epoch bigint NOT NULL,
+            expires_at timestamptz NOT NULL
+        );
+        CREATE FUNCTION singularity.hold_lease(
+            p_agent text, p_owner text, p_epoch bigint, p_seconds double precision
+        ) RETURNS void LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE singularity.leases SET expires_at = now() + make_interval(secs => p_seconds)
+                WHERE agent_id = p_agent AND owner = p_owner AND epoch = p_epoch;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'the lease of % (epoch %) is no longer held by %',
+                    p_agent, p_epoch, p_owner USING ERRCODE = 'SG001';
+            END IF;
+        END $$;
+        """,
+    ),
+    (
+        "0002_sanctum_versions",
+        """
+        CREATE TABLE singularity.sanctum_files (
+            agent_id text NOT NULL REFERENCES singularity.beings ON DELETE CASCADE,
+            path text NOT NULL,
+            version bigint NOT NULL,
+            content bytea,
+            written_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (agent_id, path, version)
+        );
+        COMMENT ON COLUMN singularity.sanctum_files.content IS 'NULL: removed in this version';
+        """,
+    ),
+)
+LEASE_LOST = "SG001"
+
+
+def applied(db: psycopg.Connection[Any]) -> list[str]:
+    """The names of the migrations the database records, in the order applied."""
+    rows = db.execute(
+        "SELECT name FROM singularity.migrations ORDER BY applied_at, name"
+    ).fetchall()
+    return [str(name) for (name,) in rows]
+
+
+def migrate(db: psycopg.Connection[Any]) -> list[str]:
+    """Apply every migration the database lacks, in order; the names applied now."""
+    known = [name for name, _ in MIGRATIONS]
+    done: list[str] = []
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+        db.execute("CREATE SCHEMA IF NOT EXISTS singularity")
+        db.execute("REVOKE ALL ON SCHEMA singularity FROM PUBLIC")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS singularity.migrations ("
+            "name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+        )
+        recorded = applied(db)
+        unknown = [name for name in recorded if name not in known]
+        if unknown:
+            raise StateError(
+                f"the state store was migrated by a newer version (unknown migration {unknown[0]})"
+            )
+        for name, statements in MIGRATIONS:
+            if name in recorded:
+                continue
+            with db.transaction():
+                db.execute(statements)
+                db.execute("INSERT INTO singularity.migrations (name) VALUES (%s)", (name,))
+            done.append(name)
+    return done

@@ -1,0 +1,340 @@
+"""The PostgreSQL backend: a being as rows, one transaction per step, fenced by a lease.
+
+`PostgresStore.open` connects, applies the migrations, and takes the being's lease (a
+second runtime is refused while it is held). A step is one transaction, sent in one
+round trip (a pipeline): hold the lease (or abort), append the step's events, insert and
+delete the list rows it changed, update the being's changed columns. A lost connection
+fails the step: its outcome is unknown to the runtime, which stops; the next boot reads
+what the database committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg.types.json import set_json_loads
+
+from singularity.domain.records import ChatMessage
+from singularity.domain.state import AgentState
+from singularity.errors import FatalIoError, StateError
+from singularity.jsoncodec import compact
+from singularity.store.base import Event, LeaseLost, state_of
+from singularity.store.changes import Changes, ListChange, Tracker
+from singularity.store.postgres import lease as leases
+from singularity.store.postgres import rows
+from singularity.store.postgres.migrations import LEASE_LOST, migrate
+
+log = logging.getLogger(__name__)
+Connection = psycopg.Connection[Any]
+HOLD = "SELECT singularity.hold_lease(%s, %s, %s, %s)"
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def connect(url: str, lease_secs: float = leases.DEFAULT_LEASE_SECS) -> Connection:
+    """An autocommit connection whose JSON columns read back as their exact text.
+
+    A transaction left open by a frozen runtime would hold the lease's row lock and keep
+    the runtime taking over waiting: the server ends such a session after the lease's time.
+    """
+    try:
+        db = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as error:
+        raise StateError(f"cannot connect to the state store {shown_url(url)}: {error}") from None
+    timeout = max(1000, int(lease_secs * 1000))
+    db.execute(f"SET idle_in_transaction_session_timeout = {timeout}")
+    set_json_loads(lambda text: text if isinstance(text, str) else bytes(text).decode(), db)
+    for setting in ("fsync", "synchronous_commit"):
+        row = db.execute(f"SHOW {setting}").fetchone()
+        if row is not None and row[0] == "off":
+            log.warning("the state store runs with %s=off: committed steps may be lost", setting)
+    return db
+
+
+class Batch:
+    """The statements of one step, sent as one query: one round trip, one transaction.
+
+    PostgreSQL runs the statements of one simple query as a single transaction (an error
+    in any rolls back all); parameters are bound on the client, by psycopg's quoting.
+    """
+
+    def __init__(self, db: Connection) -> None:
+        self.db = db
+        self._binder = psycopg.ClientCursor(db)
+        self._statements: list[str] = []
+
+    def execute(self, query: str, parameters: Sequence[Any] = ()) -> None:
+        """Add a statement."""
+        self._statements.append(self._binder.mogrify(query, parameters))
+
+    def run(self) -> None:
+        """Send every statement at once and wait for the commit."""
+        try:
+            self.db.execute(";\n".join(self._statements))
+        finally:
+            self._binder.close()
+
+
+class PostgresStore:
+    """One being in a PostgreSQL state store."""
+
+    def __init__(self, url: str, db: Connection, lease: leases.Lease) -> None:
+        self.url = url
+        self.db = db
+        self.lease = lease
+        self.agent_id = lease.agent_id
+        self.tracker = Tracker()
+        self.renewer = leases.Renewer(url, lease)
+        self.broken = False
+        self._exists = False
+        self._events: list[Event] = []
+        self._activity_seq = 0
+        self._first: dict[str, int] = {}
+        self._count: dict[str, int] = {}
+        self._extra: dict[str, Any] = {}
+
+    @classmethod
+    def open(
+        cls, url: str, agent_id: str, *, lease_secs: float = leases.DEFAULT_LEASE_SECS
+    ) -> PostgresStore:
+        """Connect, migrate, take the being's lease (StateLockedError while another holds it)."""
+        db = connect(url, lease_secs)
+        try:
+            migrate(db)
+            taken = leases.take(db, agent_id, lease_secs, f"being {agent_id} in {shown_url(url)}")
+        except psycopg.Error as error:
+            db.close()
+            raise StateError(f"cannot prepare the state store {shown_url(url)}: {error}") from None
+        except BaseException:
+            db.close()
+            raise
+        return cls(url, db, taken)
+
+    @property
+    def label(self) -> str:
+        return f"being {self.agent_id} in {shown_url(self.url)}"
+
+    @property
+    def events_at_open(self) -> list[Event]:
+        return self._events
+
+    # Loading.
+
+    def load(self) -> AgentState | None:
+        try:
+            found = self._read()
+        except psycopg.Error as error:
+            raise FatalIoError(f"cannot read {self.label}: {error}") from None
+        if found is None:
+            return None
+        state = state_of(found, self.label)
+        self.tracker.reset(state)
+        self._exists = True
+        return state
+
+    def _read(self) -> dict[str, Any] | None:
+        db, agent = self.db, self.agent_id
+        with db.transaction(), db.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            being = cursor.execute(
+                f"SELECT {', '.join(rows.BEING_COLUMNS)} FROM singularity.beings "
+                "WHERE agent_id = %s",
+                (agent,),
+            ).fetchone()
+            if being is None:
+                return None
+            lists: dict[str, list[Any]] = {}
+            for table in rows.LISTS:
+                start = being["conversation_archived"] if table.path == "conversation" else None
+                condition = table.where() + (" AND seq >= %s" if start is not None else "")
+                found = db.execute(
+                    f"SELECT seq, {', '.join(table.columns)} FROM singularity.{table.table} "
+                    f"WHERE {condition} ORDER BY seq",
+                    (*table.key(agent), *([start] if start is not None else [])),
+                ).fetchall()
+                lists[table.path] = [table.from_row(tuple(row[1:])) for row in found]
+                self._first[table.path] = int(found[0][0]) if found else (start or 0)
+                self._count[table.path] = len(found)
+            events = db.execute(
+                "SELECT seq, line FROM singularity.activity WHERE agent_id = %s ORDER BY seq",
+                (agent,),
+            ).fetchall()
+        self._events = [rows.load_json(line) for _, line in events]
+        self._activity_seq = int(events[-1][0]) if events else 0
+        self._extra = rows.load_json(being["extra"])
+        return rows.document(being, lists)
+
+    # Steps.
+
+    def commit(self, state: AgentState, events: Sequence[Event]) -> None:
+        if self.broken:
+            raise FatalIoError(f"{self.label} failed earlier; it is not written again")
+        if self.renewer.lost:
+            self.broken = True
+            raise LeaseLost(f"{self.label}: another runtime took the being over")
+        changes = self.tracker.diff(state)
+        if not changes and not events and self._exists:
+            return
+        try:
+            batch = Batch(self.db)
+            if self._exists:  # holding the lease first: if refused, nothing is written
+                self._write_events(batch, events, hold=True)
+            else:  # the being's row first, for the others' foreign keys
+                batch.execute(HOLD, self.lease.hold_arguments())
+            extra = self._write_being(batch, changes)
+            for path, change in changes.lists.items():
+                self._write_list(batch, path, change)
+            if not self._exists:
+                self._write_events(batch, events, hold=False)
+            batch.run()
+        except psycopg.Error as error:
+            self.broken = True
+            if getattr(error, "sqlstate", None) == LEASE_LOST:
+                raise LeaseLost(
+                    f"{self.label}: the lease was taken over by another runtime; "
+                    "this runtime's step was refused"
+                ) from None
+            raise FatalIoError(f"cannot commit a step of {self.label}: {error}") from None
+        self._exists = True
+        self._extra = extra
+        self._events.extend(events)
+        self._activity_seq += len(events)
+        self._after(state, changes)
+
+    def _write_being(self, batch: Batch, changes: Changes) -> dict[str, Any]:
+        """Insert or update the being's row with the changed fields; the new `extra`."""
+        columns: dict[str, Any] = {}
+        extra = dict(self._extra)
+        for path, value in changes.fields.items():
+            column = rows.COLUMNS.get(path)
+            if column is None:
+                extra[path] = value
+            else:
+                columns[column] = rows.column_value(column, value)
+        if extra != self._extra or not self._exists:
+            columns["extra"] = compact(extra)
+        if not columns:
+            return extra
+        names = list(columns)
+        casts = ["::json" if name in rows.JSON_COLUMNS else "" for name in names]
+        if not self._exists:
+            values = ", ".join(f"%s{cast}" for cast in casts)
+            batch.execute(
+                f"INSERT INTO singularity.beings (agent_id, {', '.join(names)}) "
+                f"VALUES (%s, {values})",
+                (self.agent_id, *columns.values()),
+            )
+        else:
+            assignments = ", ".join(
+                f"{name} = %s{cast}" for name, cast in zip(names, casts, strict=True)
+            )
+            batch.execute(
+                f"UPDATE singularity.beings SET {assignments} WHERE agent_id = %s",
+                (*columns.values(), self.agent_id),
+            )
+        return extra
+
+    def _write_list(self, batch: Batch, path: str, change: ListChange) -> None:
+        table = rows.TABLES[path]
+        key = table.key(self.agent_id)
+        first = self._first.get(path, 0) + change.dropped
+        cut = bool(change.dropped) and path != "conversation"
+        if change.kept < self._count.get(path, 0) - change.dropped:
+            batch.execute(
+                f"DELETE FROM singularity.{table.table} WHERE {table.where()} AND seq >= %s",
+                (*key, first + change.kept),
+            )
+        if not change.added:
+            if cut:
+                batch.execute(
+                    f"DELETE FROM singularity.{table.table} WHERE {table.where()} AND seq < %s",
+                    (*key, first),
+                )
+            return
+        start = first + change.kept
+        values = [
+            value
+            for offset, item in enumerate(change.added)
+            for value in (*key, start + offset, *table.to_row(item))
+        ]
+        parameters = [*key, first, *values] if cut else values
+        batch.execute(table.insert_sql(len(change.added), cut_before=cut), parameters)
+
+    def _write_events(self, batch: Batch, events: Sequence[Event], *, hold: bool) -> None:
+        """Append the events; with `hold`, in one statement with holding the lease (first)."""
+        held = self.lease.hold_arguments()
+        if not events:
+            if hold:
+                batch.execute(HOLD, held)
+            return
+        values = [
+            value
+            for offset, event in enumerate(events)
+            for value in (
+                self.agent_id,
+                self._activity_seq + offset + 1,
+                str(event.get("type")),
+                _text(event.get("at")),
+                _integer(event.get("cycle")),
+                _text(event.get("operation_id")),
+                compact(event),
+            )
+        ]
+        rows_sql = ", ".join(["(%s, %s::bigint, %s, %s, %s::bigint, %s, %s)"] * len(events))
+        lease = "singularity.hold_lease(%s, %s, %s, %s), " if hold else ""
+        batch.execute(
+            "INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, "
+            f"line) SELECT step.* FROM {lease}(VALUES {rows_sql}) AS step",
+            (*(held if hold else ()), *values),
+        )
+
+    def _after(self, state: AgentState, changes: Changes) -> None:
+        """Advance the positions of the lists and the image to the committed state."""
+        for path, change in changes.lists.items():
+            self._first[path] = self._first.get(path, 0) + change.dropped
+            self._count[path] = change.kept + len(change.added)
+        self.tracker.take(state, changes)
+
+    def checkpoint(self, state: AgentState) -> None:
+        """Rows are the state: a checkpoint is a commit of whatever is left."""
+        self.commit(state, [])
+
+    # Reading.
+
+    def archived(self, start: int = 0, stop: int | None = None) -> list[ChatMessage]:
+        found = self.db.execute(
+            "SELECT m.message FROM singularity.messages m JOIN singularity.beings b "
+            "USING (agent_id) WHERE agent_id = %s AND m.seq >= %s AND m.seq < "
+            "LEAST(b.conversation_archived, %s) ORDER BY m.seq",
+            (self.agent_id, start, stop if stop is not None else 2**62),
+        ).fetchall()
+        return [rows.load_json(text) for (text,) in found]
+
+    def close(self) -> None:
+        self.renewer.stop()
+        if not self.renewer.lost:
+            leases.release(self.db, self.lease)
+        with contextlib.suppress(psycopg.Error):
+            self.db.close()
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _integer(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,90 @@
+"""Both state-store backends for one test suite: a directory, or a being in a real PostgreSQL.
+
+`open_store(backend, place)` opens a store the way the runtime does; `place` is a
+directory for `directory` and an agent id in the session's PostgreSQL server (started by
+`tests/support/postgres.py`) for `postgresql`. `a_being()` is a fresh being's state, and
+`live_a_step` changes a state the way one tool call of the loop does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+from singularity.config import resolve
+from singularity.domain.identity import identity_from
+from singularity.domain.records import ActionRecord, MemoryEntry
+from singularity.domain.state import AgentState
+from singularity.store.base import Event, StateStore
+from singularity.store.directory import DirectoryStore
+from tests.support.postgres import postgres_server
+
+BACKENDS = ("directory", "postgresql")
+AT = "2026-01-01T00:00:00Z"
+
+
+def store_url() -> str:
+    """The URL of the session's PostgreSQL server."""
+    return postgres_server().url
+
+
+def new_place(backend: str, tmp_path: Path) -> str:
+    """A place no being lives in yet: a directory, or a fresh agent id."""
+    if backend == "directory":
+        return str(tmp_path / f"being-{uuid.uuid4().hex[:8]}")
+    return f"agent-{uuid.uuid4().hex[:12]}"
+
+
+def open_store(backend: str, place: str, **options: float) -> StateStore:
+    """The store of the being at `place`."""
+    if backend == "directory":
+        return DirectoryStore.open(place, **{k: int(v) for k, v in options.items()})
+    from singularity.store.postgres.store import PostgresStore
+
+    return PostgresStore.open(store_url(), place, **options)
+
+
+def a_being(agent_id: str = "local") -> AgentState:
+    """A fresh being's state."""
+    settings = resolve({"state_dir": "/nonexistent", "agent_id": agent_id}, environ={})
+    return AgentState.new(identity_from(settings), "scripted-model", Decimal("10"), AT)
+
+
+def live_a_step(state: AgentState, index: int, *, memory_bytes: int = 64) -> list[Event]:
+    """Change the state as one remembering tool call does; the events it journals."""
+    state.record_action(ActionRecord(cycle=state.cycle, tool="remember", status="success", at=AT))
+    call = f"call_{index}"
+    state.conversation.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": call,
+                    "type": "function",
+                    "function": {"name": "remember", "arguments": '{"text":"x"}'},
+                }
+            ],
+        }
+    )
+    state.conversation.append(
+        {"role": "tool", "content": f'{{"n":{index}}}', "tool_call_id": call, "name": "remember"}
+    )
+    state.mind.remember(
+        MemoryEntry(id=str(uuid.uuid4()), kind="note", text="m" * memory_bytes, created_at=AT)
+    )
+    state.budget.remaining -= Decimal("0.001")
+    state.budget.api_spent += Decimal("0.001")
+    state.updated_at = AT
+    return [
+        {"type": "cost_debited", "at": AT, "cycle": state.cycle, "operation_id": call},
+        {"type": "tool_finished", "at": AT, "cycle": state.cycle, "tool": "remember"},
+    ]
+
+
+def archive_overflow(state: AgentState, keep: int) -> None:
+    """Move all but the newest `keep` messages out of the window, as the being does."""
+    leaving = max(0, len(state.conversation) - keep)
+    del state.conversation[:leaving]
+    state.mind.conversation_archived += leaving

@@ -1,0 +1,282 @@
+"""The state store: one suite run against both backends (a directory, a real PostgreSQL).
+
+What a step commits is what a reopened store loads, byte for byte (`state.json`'s
+rendering); the activity journal and the archive keep every event and message in order;
+a second runtime is refused while the first holds the being; the change tracker writes
+only what changed and its replay rebuilds the same being from any sequence of changes.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from singularity.domain.records import ChildRecord, MemoryEntry, Source
+from singularity.domain.state import AgentState
+from singularity.errors import StateLockedError
+from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.store.base import state_of
+from singularity.store.changes import Changes, Tracker, apply_changes
+from singularity.store.directory import DirectoryStore, check_log, read_current
+from tests.support.reached import Reached
+from tests.support.stores import (
+    AT,
+    BACKENDS,
+    a_being,
+    archive_overflow,
+    live_a_step,
+    new_place,
+    open_store,
+)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def test_a_new_being_is_none_until_its_first_commit(backend: str, tmp_path: Path) -> None:
+    place = new_place(backend, tmp_path)
+    store = open_store(backend, place)
+    try:
+        assert store.load() is None
+        state = a_being(place if backend == "postgresql" else "local")
+        store.commit(state, [{"type": "started", "at": AT}])
+    finally:
+        store.close()
+    again = open_store(backend, place)
+    try:
+        loaded = again.load()
+        assert loaded is not None and loaded.to_json() == state.to_json()
+        assert again.events_at_open == [{"type": "started", "at": AT}]
+    finally:
+        again.close()
+
+
+def test_every_step_reads_back_exactly(backend: str, tmp_path: Path) -> None:
+    place = new_place(backend, tmp_path)
+    store = open_store(backend, place)
+    state = a_being()
+    journal = [{"type": "started", "at": AT}]
+    try:
+        store.load()
+        store.commit(state, journal)
+        for index in range(30):
+            events = live_a_step(state, index)
+            if index % 7 == 6:
+                archive_overflow(state, keep=5)
+            if index == 10:
+                state.mind.system_prompt = "a new prompt"
+                state.mind.rules.append("never rush")
+                state.mind.children.append(
+                    ChildRecord(
+                        id=str(uuid.uuid4()),
+                        name="Kid",
+                        ticker="KID",
+                        state_dir="children/x",
+                        created_at=AT,
+                        status="running",
+                    )
+                )
+            if index == 20:
+                state.mind.children[0].status = "withdrawn"  # changed in place, as spawning does
+            store.commit(state, events)
+            journal += events
+        archived = store.archived()
+    finally:
+        store.close()
+    reopened = open_store(backend, place)
+    try:
+        loaded = reopened.load()
+        assert loaded is not None
+        assert loaded.to_json() == state.to_json()
+        assert reopened.events_at_open == journal
+        assert len(archived) == state.mind.conversation_archived > 0
+        assert reopened.archived() == archived
+        assert reopened.archived(2, 4) == archived[2:4]
+    finally:
+        reopened.close()
+
+
+def test_a_second_runtime_is_refused_while_the_first_holds_the_being(
+    backend: str, tmp_path: Path
+) -> None:
+    place = new_place(backend, tmp_path)
+    first = open_store(backend, place)
+    try:
+        with pytest.raises(StateLockedError, match="another runtime owns"):
+            open_store(backend, place)
+    finally:
+        first.close()
+    open_store(backend, place).close()  # released at close: the next one takes it at once
+
+
+def test_a_memory_import_that_replaces_the_list_is_committed_whole(
+    backend: str, tmp_path: Path
+) -> None:
+    place = new_place(backend, tmp_path)
+    store = open_store(backend, place)
+    state = a_being()
+    try:
+        store.load()
+        store.commit(state, [])
+        for index in range(3):
+            store.commit(state, live_a_step(state, index))
+        state.mind.memories = [m.model_copy(deep=True) for m in state.mind.memories]
+        state.mind.memories[0].sources.append(Source(kind="file", source_id="s", item_id="1"))
+        state.mind.memories.insert(
+            1, MemoryEntry(id="imported", kind="fact", text="from a file", created_at=AT)
+        )
+        store.commit(state, [])
+    finally:
+        store.close()
+    reopened = open_store(backend, place)
+    try:
+        loaded = reopened.load()
+        assert loaded is not None and loaded.to_json() == state.to_json()
+    finally:
+        reopened.close()
+
+
+# The tracker and the replay, on their own.
+
+
+@st.composite
+def step_kinds(draw: st.DrawFn) -> list[str]:
+    kinds = st.sampled_from(["call", "archive", "prompt", "rule", "import", "status", "nothing"])
+    return draw(st.lists(kinds, min_size=1, max_size=25))
+
+
+def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
+    """Live the steps; after each, the live rendering, the replayed one, the step."""
+    state = a_being()
+    document = loads_strict(state.to_json())
+    tracker = Tracker()
+    tracker.reset(state)
+    for index, kind in enumerate(steps):
+        if kind == "call":
+            live_a_step(state, index)
+        elif kind == "archive":
+            archive_overflow(state, keep=3)
+        elif kind == "prompt":
+            state.mind.system_prompt = f"prompt {index}"
+        elif kind == "rule":
+            state.mind.rules.append(f"rule {index}")
+        elif kind == "import":
+            state.mind.memories = [m.model_copy() for m in state.mind.memories][1:]
+        elif kind == "status":
+            state.status = "running" if state.status != "running" else "stopping"
+        changes = Changes.from_json(loads_strict(_encoded(tracker.diff(state))))
+        tracker.take(state, changes)
+        apply_changes(document, changes)
+        yield state.to_json(), state_of(document, "replay").to_json(), kind
+
+
+def _encoded(changes: Changes) -> bytes:
+    return compact_utf8(changes.to_json())
+
+
+def test_replaying_the_changes_rebuilds_the_being() -> None:
+    reached = Reached("call", "archive", "prompt", "rule", "import", "status", "nothing")
+
+    @given(steps=step_kinds())
+    def one_life(steps: list[str]) -> None:
+        for live, replayed, kind in _replayed(steps):
+            assert replayed == live
+            reached.note(kind)
+
+    one_life()
+    reached.assert_all()
+
+
+def test_an_unchanged_full_being_commits_nothing() -> None:
+    state = a_being()
+    for index in range(200):
+        live_a_step(state, index, memory_bytes=1024)
+    tracker = Tracker()
+    tracker.reset(state)
+    assert not tracker.diff(state)
+    live_a_step(state, 999)
+    changes = tracker.diff(state)
+    assert set(changes.lists) == {"conversation", "recent_actions", "mind.memories"}
+    assert all(len(change.added) <= 2 for change in changes.lists.values())
+    assert set(changes.fields) == {"budget"}
+
+
+# The directory backend's log, as `verify` reads it.
+
+
+def _living_directory(tmp_path: Path, steps: int) -> tuple[DirectoryStore, AgentState]:
+    store = DirectoryStore.open(str(tmp_path / "being"))
+    state = a_being()
+    store.load()
+    store.commit(state, [{"type": "started", "at": AT}])
+    for index in range(steps):
+        store.commit(state, live_a_step(state, index))
+    return store, state
+
+
+def test_the_current_state_is_the_checkpoint_with_the_log_replayed(tmp_path: Path) -> None:
+    store, state = _living_directory(tmp_path, 4)
+    try:
+        path = tmp_path / "being"
+        assert read_current(str(path)).to_json() == state.to_json()  # type: ignore[union-attr]
+        assert (path / "state.json").read_bytes() != state.to_json()  # the log holds 4 steps
+        store.checkpoint(state)
+        assert (path / "state.json").read_bytes() == state.to_json()
+        assert (path / "state.redo").read_bytes().count(b"\n") == 1  # the header alone
+    finally:
+        store.close()
+
+
+def test_verify_reads_the_log_and_names_what_is_wrong(tmp_path: Path) -> None:
+    store, _ = _living_directory(tmp_path, 3)
+    store.close()  # no checkpoint: as a kill leaves it
+    path = tmp_path / "being"
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        assert check_log(dir_fd, alive=False) == ([], [])
+        log_file = path / "state.redo"
+        data = log_file.read_bytes()
+        log_file.write_bytes(data + b"R 4 1")  # a record cut short by a crash
+        assert check_log(dir_fd, alive=True) == ([], ["state.redo ends with a torn record of 5 bytes"])
+        assert check_log(dir_fd, alive=False)[0] == ["state.redo ends with a torn record of 5 bytes"]
+        activity = path / "activity.jsonl"
+        lines = activity.read_bytes()
+        activity.write_bytes(lines[:-40])  # a crash lost lines the log holds
+        assert "the next boot writes them back" in check_log(dir_fd, alive=True)[1][1]
+        activity.write_bytes(lines.replace(b"remember", b"remembeR"))
+        assert check_log(dir_fd, alive=True)[0] == [
+            "activity.jsonl differs from the lines state.redo logged"
+        ]
+        middle = data.index(b"\nR 2 ") + 1
+        log_file.write_bytes(data[:middle] + b"R 2 x\n" + data[middle:])
+        assert "damaged record" in check_log(dir_fd, alive=True)[0][0]
+    finally:
+        os.close(dir_fd)
+
+
+def test_a_boot_writes_back_what_a_crash_lost_and_checkpoints(tmp_path: Path) -> None:
+    store, state = _living_directory(tmp_path, 5)
+    archive_overflow(state, keep=2)
+    store.commit(state, [])
+    store.close()
+    path = tmp_path / "being"
+    lines = (path / "activity.jsonl").read_bytes()
+    (path / "activity.jsonl").write_bytes(lines[: len(lines) // 2])
+    (path / "conversation.jsonl").write_bytes(b"")
+    reopened = DirectoryStore.open(str(path))
+    try:
+        loaded = reopened.load()
+        assert loaded is not None and loaded.to_json() == state.to_json()
+        assert (path / "activity.jsonl").read_bytes() == lines
+        assert len(reopened.archived()) == state.mind.conversation_archived == 8
+        assert (path / "state.json").read_bytes() == state.to_json()  # checkpointed at boot
+    finally:
+        reopened.close()
