@@ -131,19 +131,29 @@ class Residents:
     async def visit(self, visit: Visit) -> Visited:
         """Open the being if needed, apply the requests, live if asked, report."""
         requests = [parse_request(document) for document in visit.requests]
-        resident = await self._resident(visit.spec)
-        async with resident.lock:
-            resident.used_at = time.monotonic()
-            try:
-                visited, ended = await resident.thread.run(
-                    lambda: self._visit(resident, visit, requests)
-                )
-            except BaseException:
-                await self._drop(resident)
-                raise
-            if ended:
-                await self._drop(resident)
-            return visited
+        while True:
+            resident = await self._resident(visit.spec)
+            async with resident.lock:
+                if self.held.get(resident.key) is resident:
+                    return await self._visit_held(resident, visit, requests)
+            # Shut down while this visit waited for it (a lost visit was stopped, or it
+            # was idle): open it again rather than report a being that is not here.
+
+    async def _visit_held(
+        self, resident: Resident, visit: Visit, requests: Sequence[OperatorRequest]
+    ) -> Visited:
+        """The visit of a being held here, under its lock."""
+        resident.used_at = time.monotonic()
+        try:
+            visited, ended = await resident.thread.run(
+                lambda: self._visit(resident, visit, requests)
+            )
+        except BaseException:
+            await self._drop(resident)
+            raise
+        if ended:
+            await self._drop(resident)
+        return visited
 
     async def _visit(
         self, resident: Resident, visit: Visit, requests: Sequence[OperatorRequest]

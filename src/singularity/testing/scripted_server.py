@@ -45,6 +45,9 @@ from typing import Any
 from singularity.gateway.auth import Secret, verify_hmac
 from singularity.jsoncodec import compact
 
+GATE_POLL_SECS = 0.05
+"""How often a held answer looks whether the server is stopping."""
+
 JsonObject = dict[str, Any]
 
 
@@ -81,6 +84,7 @@ class Turn:
     body: bytes = b""
     content_type: str = "application/json"
     delay: float = 0.0
+    gate: threading.Event | None = field(default=None, compare=False)
 
     @classmethod
     def text(
@@ -139,6 +143,10 @@ class Turn:
     def delayed(self, seconds: float) -> Turn:
         """The same turn, answered after `seconds`."""
         return dataclasses.replace(self, delay=seconds)
+
+    def held(self, gate: threading.Event) -> Turn:
+        """The same turn, answered once `gate` is set (a call kept in flight by a test)."""
+        return dataclasses.replace(self, gate=gate)
 
     @classmethod
     def from_json(cls, entry: Any) -> Turn:
@@ -530,12 +538,22 @@ class ScriptedServer:
         if turn.delay > 0 and self._stopping.wait(turn.delay):
             handler.drop()
             return
+        if turn.gate is not None and not self._opened(turn.gate):
+            handler.drop()
+            return
         if turn.kind == "drop":
             handler.drop()
         elif turn.kind == "raw":
             handler.reply(turn.status, turn.body, turn.content_type)
         else:
             handler.reply(200, compact(self._completion(turn, request)).encode("utf-8"))
+
+    def _opened(self, gate: threading.Event) -> bool:
+        """Wait for `gate`; False when the server stops first."""
+        while not gate.wait(GATE_POLL_SECS):
+            if self._stopping.is_set():
+                return False
+        return True
 
     def _completion(self, turn: Turn, request: RecordedRequest) -> JsonObject:
         number = next(self._numbers)
