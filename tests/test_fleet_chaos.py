@@ -82,6 +82,35 @@ def _kill_mid_call(worker: WorkerProcess, state_dirs: list[Path]) -> dict[Path, 
         worker.signal(signal.SIGCONT)  # the call ended meanwhile: try the next one
 
 
+def _lived_on(
+    root: Path,
+    target: str,
+    keys: list[str],
+    marks: dict[str, int],
+    who: str,
+    workers: list[WorkerProcess],
+) -> None:
+    """Wait until each of `keys` lived LIVED_AFTER cycles past its mark; on a timeout, say
+    which beings stayed behind, where the fleet has them, and what the workers logged."""
+    try:
+        wait_for(
+            lambda: all(cycles_of(_state(root, k)) >= marks[k] + LIVED_AFTER for k in keys),
+            f"{who} to live on",
+            timeout=RECOVERY,
+        )
+    except AssertionError as timeout:
+        behind = {
+            key: (marks[key], cycles_of(_state(root, key)))
+            for key in keys
+            if cycles_of(_state(root, key)) < marks[key] + LIVED_AFTER
+        }
+        for worker in workers:
+            print(f"--- {worker.log_path.name} ({worker.name})")
+            print("\n".join(worker.log_path.read_text(errors="replace").splitlines()[-40:]))
+        listed = _fleet(target, "list", "--json")
+        raise AssertionError(f"{timeout}; behind (mark, now): {behind}; fleet: {listed}") from None
+
+
 def _settled_once_by_another(events: list[dict[str, Any]], reservation: dict[str, Any]) -> None:
     """The call in flight at the kill was settled exactly once, by the runtime that
     reopened the being, and paid its whole reservation (its answer was lost with the
@@ -133,17 +162,9 @@ def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int) -> None:
             frozen.signal(signal.SIGSTOP)
             marks = {key: cycles_of(_state(root, key)) for key in keys}
             free = [key for key in keys if key not in holders[ranked[1]]]
-            wait_for(
-                lambda: all(cycles_of(_state(root, k)) >= marks[k] + LIVED_AFTER for k in free),
-                "the beings of the killed worker to live on elsewhere",
-                timeout=RECOVERY,
-            )
+            _lived_on(root, target, free, marks, "the beings of the killed worker", workers)
             frozen.signal(signal.SIGCONT)
-            wait_for(
-                lambda: all(cycles_of(_state(root, k)) >= marks[k] + LIVED_AFTER for k in keys),
-                "every being to live on",
-                timeout=RECOVERY,
-            )
+            _lived_on(root, target, keys, marks, "every being", workers)
             for key in keys:
                 _fleet(target, "stop", key)
             wait_for(

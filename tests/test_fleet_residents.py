@@ -55,3 +55,30 @@ def test_a_visit_that_waited_for_a_released_being_opens_it_again(tmp_path: Path)
     events = journal(tmp_path / KEY / "state")
     assert check_life(events) == []
     assert [e["type"] for e in events].count("cycle_started") == visited.cycle
+
+
+async def _let_go_between_visits(root: Path, gateway: ScriptedServer) -> list[Visited]:
+    residents = Residents({"brama_url": gateway.url, **PRICES}, None, FleetStore(str(root)), "own")
+    spec = BeingSpec(KEY, {"starting_balance": "5"})
+    try:
+        first = await residents.visit(Visit(spec, live=True))
+        held = residents.held[KEY]
+        residents.request_stop(KEY)  # a cancellation that came as the visit ended
+        second = await residents.visit(Visit(spec, live=True))
+        assert residents.held[KEY] is not held
+        return [first, second]
+    finally:
+        await residents.release_all()
+
+
+def test_a_being_let_go_between_visits_lives_in_the_next(tmp_path: Path) -> None:
+    """A stop asked for a cancelled visit never outlives it: the next visit does not end
+    the being as `stopped`, it opens it again and lives."""
+    with ScriptedServer([], default=Turn.text("idle")) as gateway:
+        first, second = asyncio.run(_let_go_between_visits(tmp_path, gateway))
+    assert (first.status, first.lived) == ("running", "completed")
+    assert (second.status, second.lived, second.cycle) == ("running", "completed", 2)
+    events = journal(tmp_path / KEY / "state")
+    assert check_life(events) == []
+    kinds = [e["type"] for e in events if e["type"] in ("cycle_started", "stopped")]
+    assert kinds == ["cycle_started", "stopped", "cycle_started", "stopped"]  # let go between

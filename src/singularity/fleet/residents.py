@@ -112,6 +112,9 @@ class Resident:
     thread: BeingThread
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     used_at: float = field(default_factory=time.monotonic)
+    letting_go: bool = False
+    """A cancelled visit asked this worker to let the being go: the visit in flight ends
+    it, whether or not its cycle had already passed its last safe point."""
 
 
 @dataclass
@@ -134,10 +137,11 @@ class Residents:
         while True:
             resident = await self._resident(visit.spec)
             async with resident.lock:
-                if self.held.get(resident.key) is resident:
+                if self.held.get(resident.key) is not resident:
+                    continue  # released while this visit waited for it: open it again
+                if not resident.letting_go:
                     return await self._visit_held(resident, visit, requests)
-            # Shut down while this visit waited for it (a lost visit was stopped, or it
-            # was idle): open it again rather than report a being that is not here.
+                await self._drop(resident)  # a cancelled visit asked to let it go
 
     async def _visit_held(
         self, resident: Resident, visit: Visit, requests: Sequence[OperatorRequest]
@@ -151,7 +155,9 @@ class Residents:
         except BaseException:
             await self._drop(resident)
             raise
-        if ended:
+        if ended or resident.letting_go:
+            # A stop left pending here would end the next visit's being as `stopped`,
+            # which its workflow takes for the end of its life.
             await self._drop(resident)
         return visited
 
@@ -175,9 +181,11 @@ class Residents:
         return self._report(resident, requests, lived, reply), ended
 
     def request_stop(self, key: str) -> None:
-        """Stop the being's cycle at its next safe point (its visit was cancelled)."""
+        """Stop the being's cycle at its next safe point and let the being go (its visit
+        was cancelled: a stop, or a visit Temporal gave up on and retries elsewhere)."""
         resident = self.held.get(key)
         if resident is not None:
+            resident.letting_go = True
             resident.thread.call_soon(resident.runtime.request_stop)
 
     async def release_idle(self) -> int:
