@@ -301,3 +301,31 @@ def test_verify_notices_money_outside_the_range(
         "error, money must be at most 79228162514264337593543950335 in absolute value with at "
         "most 28 decimal places\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("number", "credited"),
+    [
+        (0.1, "0.1000000000000000055511151231"),
+        (1e-13, "0.0000000000001000000000000000"),
+    ],
+)
+def test_revenue_as_a_json_number_is_credited_from_its_binary_value(
+    tmp_path: Path, number: float, credited: str
+) -> None:
+    """Spec §8.3: a JSON number is converted exactly from its binary value (to the 28th
+    place, the money range), and every strictly positive amount is credited."""
+    with ScriptedServer([Turn.tool_calls(Call(PAY)), Turn.text("done")]) as server:
+
+        async def go() -> None:
+            runtime = boot(tmp_path, server, extra_toolsets=paying(number))
+            try:
+                await runtime.once()
+            finally:
+                await runtime.shutdown()
+
+        asyncio.run(go())
+    assert [(e["amount"], e["source"]) for e in events_of(tmp_path, "revenue_credited")] == [
+        (credited, PAY)
+    ]
+    assert saved_budget(tmp_path)["earned"] == credited
