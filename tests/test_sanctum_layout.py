@@ -145,7 +145,7 @@ def test_boot_journals_what_it_did(tmp_path: Path) -> None:
     asyncio.run(again.at_boot())
     assert host.events[0]["outcome"] == "born"
     section = again.prompt_section()
-    assert section.startswith("\n\nSanctum:\nYour sanctum: your memory as small Markdown")
+    assert section.startswith("\n\nSanctum:\nYour sanctum: your long-form memory as small")
     assert (
         "First Breath is not finished: replace the {…} placeholders in PERSONA.md, CREED.md, "
         "BOND.md with what you decide" in section

@@ -76,7 +76,7 @@ RECALL = ToolDefinition(
 )
 PROMOTE = ToolDefinition(
     "singularity_journal_promote",
-    "Publish a summary (never the private text) of a journal entry to the public "
+    "Publish a summary of a journal entry, never its private text, to the public "
     "reasonlog (default), your learnings, or your memories (kind `reflection`).",
     object_schema(
         {

@@ -15,23 +15,26 @@ def _tool(
     )
 
 
-WAKE = _tool("wake", "Your sanctum's wake text: identity files and memory map", [])
+WAKE = _tool("wake", "Show your sanctum's wake text again: identity files and memory map", [])
 LIST = _tool(
     "list",
-    "List a sanctum folder (default: the root)",
+    "List a folder of your sanctum, your own memory files, not the workspace: entries with "
+    "file counts and sizes (default: the root)",
     [],
     folder=_TEXT,
 )
 GREP = _tool(
     "grep",
-    "Find text (any case) in files under a folder (default memory)",
+    "Search your sanctum's memory files for text, any case: under folder, memory/ unless "
+    "given, newest dated files first",
     ["query"],
     query=_TEXT,
     folder=_TEXT,
 )
 READ = _tool(
     "read",
-    "Read a sanctum file (24 KiB from offset)",
+    "Read one of your sanctum's identity or memory files, not a workspace file: 24 KiB "
+    "from offset",
     ["path"],
     path=_TEXT,
     offset={"type": "integer", "minimum": 0},
@@ -53,7 +56,8 @@ HISTORY = _tool(
 )
 INTAKE = _tool(
     "intake",
-    "Keep material as given in raw/, written once",
+    "Keep source material as given, to distil into memory files later: a new file in raw/, "
+    "written once",
     ["area", "descriptor", "content"],
     area=_TEXT,
     descriptor=_TEXT,
@@ -84,7 +88,7 @@ PENDING = _tool(
 )
 TENDED = _tool(
     "tended",
-    "Stamp memory/.tended after tending",
+    "Only after a tending pass the Sanctum section asked for: stamp memory/.tended",
     [],
 )
 DEFINITIONS = (WAKE, LIST, GREP, READ, WRITE, HISTORY, INTAKE, DISTILLED, MERGE, PENDING, TENDED)

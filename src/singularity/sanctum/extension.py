@@ -61,9 +61,12 @@ MIN_ROOM = 2048
 OTHER_SECTIONS = 256
 """Room kept for the other parts' sections (the journal's mood line)."""
 PREAMBLE = (
-    "Your sanctum: your memory as small Markdown files (singularity_sanctum_* tools). "
-    "Below: your identity files and a map of your memory, without the bodies. A cycle "
-    "that ends without a session note in memory/sessions/ gets one from the runtime."
+    "Your sanctum: your long-form memory as small Markdown files (singularity_sanctum_* "
+    "tools). It is not the workspace, whose files singularity_file_read and "
+    "singularity_file_write reach; a single fact to keep or look up goes to "
+    "singularity_memory_remember and singularity_memory_recall. Below: your identity files "
+    "and a map of your memory, without the bodies. A cycle that ends without a session note "
+    "in memory/sessions/ gets one from the runtime."
 )
 FIRST_BREATH = (
     "First Breath is not finished: replace the {{…}} placeholders in {files} with what "
