@@ -21,6 +21,10 @@ from singularity.errors import ConfigurationError, RuntimeFailure
 
 READY_SECS = 120.0
 POLL_SECS = 0.05
+START_ATTEMPTS = 5
+"""Starts on a port of its own choosing, each on another port if the last was taken."""
+LISTENING = "0A"
+"""A listening socket's state in /proc/net/tcp."""
 
 
 def venv_program(name: str) -> str:
@@ -52,6 +56,26 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
+def _listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on TCP `port` (Linux's /proc)."""
+    listening: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if fields[3] == LISTENING and int(fields[1].rpartition(":")[2], 16) == port:
+                    listening.add(f"socket:[{fields[9]}]")
+    if not listening:
+        return False
+    folder = f"/proc/{pid}/fd"
+    with contextlib.suppress(FileNotFoundError):
+        for descriptor in os.listdir(folder):
+            with contextlib.suppress(OSError):
+                if os.readlink(os.path.join(folder, descriptor)) in listening:
+                    return True
+    return False
+
+
 @dataclass
 class TemporalDevServer:
     """`temporal server start-dev` as a child process."""
@@ -70,9 +94,21 @@ class TemporalDevServer:
         return f"{self.host}:{self.port}"
 
     def start(self) -> TemporalDevServer:
-        """Start it and wait until it accepts connections."""
-        if not self.port:
-            self.port = free_port(self.host)
+        """Start it and wait until it listens; on a free port of its own choosing, start
+        again on another if the one it chose was taken before the server bound it."""
+        chosen = not self.port
+        for _ in range(START_ATTEMPTS if chosen else 1):
+            if chosen:
+                self.port = free_port(self.host)
+            if self._started():
+                return self
+        raise RuntimeFailure(
+            f"temporal server start-dev exited before it listened on {self.target}"
+            + (f" (see {self.log_path})" if self.log_path else "")
+        )
+
+    def _started(self) -> bool:
+        """Launch the server; whether it listens on its port (False: it exited first)."""
         command = [
             venv_program("temporal"),
             "server",
@@ -89,18 +125,22 @@ class TemporalDevServer:
         command += ["--ui-port", str(free_port(self.host))] if self.ui else ["--headless"]
         log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 (the child keeps it)
         with log:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
+        self.process = process
         deadline = time.monotonic() + READY_SECS
-        while not _accepts(self.host, self.port):
-            if self.process.poll() is not None:
-                raise RuntimeFailure(f"temporal server start-dev exited {self.process.returncode}")
+        # Another program may listen on the port (it took it before the server could): the
+        # server is up when the listening socket is its own.
+        while not (_listens(process.pid, self.port) and _accepts(self.host, self.port)):
+            if process.poll() is not None:
+                self.process = None
+                return False
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeFailure(f"temporal server start-dev did not listen on {self.target}")
             time.sleep(POLL_SECS)
-        return self
+        return True
 
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL after ten seconds)."""
