@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 
 SYSTEM_USER = "singularity-pg"
+START_ATTEMPTS = 5
+"""Starts, each on another free port if the last was taken before the server bound it."""
 
 
 @dataclass
@@ -143,42 +145,48 @@ def start_server(folder: str | None = None) -> Server:
     if user is not None:
         os.chmod(scratch, 0o755)
         shutil.chown(data_dir, user, user)
-    port = _free_port()
-    server = Server(
-        f"postgresql://postgres@127.0.0.1:{port}/postgres",
-        port,
-        data_dir,
-        bin_dir,
-        user,
-        keep=folder is not None,
-    )
-    steps = [
-        [
-            os.path.join(bin_dir, "initdb"),
-            "-D",
+    if fresh:
+        initdb = Server("", 0, data_dir, bin_dir, user).run(
+            os.path.join(bin_dir, "initdb"), "-D", data_dir, "-U", "postgres",
+            "--auth=trust", "-E", "UTF8",
+        )
+        if initdb.returncode != 0:
+            _discard(folder, scratch)
+            raise RuntimeError(f"initdb failed: {initdb.stderr or initdb.stdout}")
+    log = os.path.join(data_dir, "server.log")
+    attempt = 1
+    while True:
+        port = _free_port()
+        server = Server(
+            f"postgresql://postgres@127.0.0.1:{port}/postgres",
+            port,
             data_dir,
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-        ],
-        [
-            os.path.join(bin_dir, "pg_ctl"),
-            "-D",
-            data_dir,
-            "-o",
-            f"-h 127.0.0.1 -p {port} -k {data_dir} -c fsync=on",
-            "-l",
-            os.path.join(data_dir, "server.log"),
-            "-w",
-            "start",
-        ],
-    ]
-    for step in steps[0 if fresh else 1 :]:
-        done = server.run(*step)
-        if done.returncode != 0:
-            if folder is None:
-                shutil.rmtree(scratch, ignore_errors=True)
-            raise RuntimeError(f"{os.path.basename(step[0])} failed: {done.stderr or done.stdout}")
-    return server
+            bin_dir,
+            user,
+            keep=folder is not None,
+        )
+        logged = os.path.getsize(log) if os.path.exists(log) else 0
+        try:
+            server.resume()
+            return server
+        except RuntimeError:
+            # Another program took the port between our probe and the server's bind.
+            if attempt == START_ATTEMPTS or not _port_was_taken(log, logged):
+                _discard(folder, scratch)
+                raise
+        attempt += 1
+
+
+def _port_was_taken(log: str, since: int) -> bool:
+    """Whether the server's log says, past offset `since`, that its port was in use."""
+    if not os.path.exists(log):
+        return False
+    with open(log, "rb") as lines:
+        lines.seek(since)
+        return b"Address already in use" in lines.read()
+
+
+def _discard(folder: str | None, scratch: str) -> None:
+    """Remove a scratch folder made for a server that did not start."""
+    if folder is None:
+        shutil.rmtree(scratch, ignore_errors=True)
