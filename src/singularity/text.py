@@ -27,9 +27,9 @@ def trim(text: str) -> str:
     return text.strip(UNICODE_WHITESPACE)
 
 
-def has_control(text: str) -> bool:
-    """Whether any character is a control character (category Cc)."""
-    return any(unicodedata.category(char) == "Cc" for char in text)
+def has_control(text: str, allowed: str = "") -> bool:
+    """Whether any character is a control character (category Cc) other than `allowed`."""
+    return any(unicodedata.category(char) == "Cc" and char not in allowed for char in text)
 
 
 def utf8_length(text: str) -> int | None:

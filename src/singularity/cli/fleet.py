@@ -294,7 +294,10 @@ def fleet_show(key: str, **params: Any) -> None:
     help="Folder of the trial: Temporal's database, PostgreSQL's data, the beings.",
 )
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=7233, show_default=True,
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=7233,
+    show_default=True,
     help="Temporal's port (0: any free port).",
 )
 @click.option("--ui/--no-ui", default=True, show_default=True, help="Serve Temporal's web UI.")

@@ -124,6 +124,7 @@ class Guard:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
+
             async def send_guarded(message: Message) -> None:
                 if message["type"] == "http.response.start":
                     message["headers"] = [*message.get("headers", []), *HEADERS]

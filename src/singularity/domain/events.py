@@ -346,9 +346,7 @@ def operator_sanctum_written(
     }
 
 
-def operator_request_refused(
-    at: str, cycle: int, request_id: str, kind: str, reason: str
-) -> Event:
+def operator_request_refused(at: str, cycle: int, request_id: str, kind: str, reason: str) -> Event:
     """An operator request could not be applied; nothing changed."""
     return {
         "type": "operator_request_refused",

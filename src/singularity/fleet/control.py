@@ -46,16 +46,12 @@ async def start(
     return {"key": key, "run_id": handle.result_run_id, "task_queue": task_queue}
 
 
-async def request(
-    client: Client, key: str, kind: RequestKind, **fields: Any
-) -> dict[str, Any]:
+async def request(client: Client, key: str, kind: RequestKind, **fields: Any) -> dict[str, Any]:
     """Send one operator request to a living being; its id, once the workflow accepted it."""
     made = new_request(kind, now_text(), **fields)
     handle = _handle(client, key)
     try:
-        answer: dict[str, Any] = await handle.execute_update(
-            BeingWorkflow.operator, made.to_json()
-        )
+        answer: dict[str, Any] = await handle.execute_update(BeingWorkflow.operator, made.to_json())
     except WorkflowUpdateFailedError as error:
         raise StateError(f"being {key} refused the request: {error.cause}") from None
     except RPCError as error:

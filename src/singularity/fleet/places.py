@@ -71,8 +71,10 @@ def check_options(options: Mapping[str, str]) -> dict[str, str]:
     for name, value in options.items():
         if name not in BEING_OPTIONS:
             known = "unknown option" if name not in OPTIONS_BY_NAME else "not an option of a being"
-            raise ConfigurationError(f"{name}: {known} (a being of the fleet may set: "
-                                     f"{', '.join(sorted(BEING_OPTIONS))})")
+            raise ConfigurationError(
+                f"{name}: {known} (a being of the fleet may set: "
+                f"{', '.join(sorted(BEING_OPTIONS))})"
+            )
         if not isinstance(value, str):
             raise ConfigurationError(f"{name} must be given as text")
         parse_option(name, value)

@@ -57,9 +57,7 @@ async def connect(target: str, namespace: str) -> Client:
         raise ConfigurationError(f"cannot reach Temporal at {target}: {error}") from None
 
 
-async def run_worker(
-    options: WorkerOptions, *, ready: Callable[[str], None] | None = None
-) -> None:
+async def run_worker(options: WorkerOptions, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT; `ready` is told the worker's own queue once it polls."""
     store = FleetStore.parse(options.state_url)
     client = await connect(options.temporal, options.namespace)

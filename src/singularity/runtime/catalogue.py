@@ -21,14 +21,7 @@ from singularity.tools.base import ToolDefinition, Toolset
 from singularity.tools.confinement import Workspace
 from singularity.tools.files import file_tools
 from singularity.tools.model_tool import SWITCH_MODEL
-from singularity.tools.self_tools import (
-    ADD_LEARNING,
-    ADD_RULE,
-    RECALL,
-    REMEMBER,
-    SET_PROMPT,
-    memory_and_self_tools,
-)
+from singularity.tools.self_tools import MIND_TOOLS, memory_and_self_tools
 
 
 def mind_toolsets(state: AgentState, clock: Clock = system_clock) -> list[Toolset]:
@@ -40,7 +33,8 @@ def builtin_definitions() -> list[ToolDefinition]:
     """The nine built-in definitions, in catalogue order."""
     with Workspace(os.getcwd()) as workspace:
         files = [tool.definition for tool in file_tools(workspace)]
-    return [REMEMBER, RECALL, SET_PROMPT, ADD_RULE, ADD_LEARNING, SWITCH_MODEL, SPAWN_CHILD, *files]
+    mind = [each.definition for each in MIND_TOOLS]
+    return [*mind, SWITCH_MODEL, SPAWN_CHILD, *files]
 
 
 def part_definitions() -> list[ToolDefinition]:

@@ -59,7 +59,9 @@ SPAWN_CHILD = ToolDefinition(
 # raw variable -> (file variable, settings field of that file option, file name).
 SECRET_FILES = {
     "WISENT_APP_AGENT_AUTH_SECRET": (
-        "BRAMA_HMAC_SECRET_FILE", "brama_secret_file", "brama-hmac.secret"
+        "BRAMA_HMAC_SECRET_FILE",
+        "brama_secret_file",
+        "brama-hmac.secret",
     ),
     "BRAMA_API_KEY": ("BRAMA_API_KEY_FILE", "brama_api_key_file", "brama-api-key.secret"),
 }
@@ -164,7 +166,10 @@ def default_funding(settings: Settings, remaining: Decimal) -> Decimal:
 
 def _write_secret(dir_fd: int, name: str, secret: Secret) -> None:
     fsio.replace_file(
-        dir_fd, name, secret.value.encode("utf-8"), temp_prefix=SECRET_TEMP_PREFIX,
+        dir_fd,
+        name,
+        secret.value.encode("utf-8"),
+        temp_prefix=SECRET_TEMP_PREFIX,
         point="funding",
     )
 

@@ -123,9 +123,7 @@ class Life:
         )
 
 
-def request_messages(
-    life: Life, opening: Sequence[ChatMessage] | None = None
-) -> list[ChatMessage]:
+def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -> list[ChatMessage]:
     """The system message from the mind, then the conversation that fits the context.
 
     `opening` is the current cycle's framing (and stimulus): always sent, even after the

@@ -139,9 +139,7 @@ async def _check_gateway(settings: Settings, credentials: Credentials, findings:
             findings.failures.append(("gateway model", missing))
 
 
-async def _check_most(
-    settings: Settings, token: Secret, findings: Checks
-) -> dict[str, Any] | None:
+async def _check_most(settings: Settings, token: Secret, findings: Checks) -> dict[str, Any] | None:
     client = MostClient(settings.most_url, token, timeout=settings.http_timeout_secs)
     try:
         health = await client.health()

@@ -76,6 +76,5 @@ def refusal_message(
 ) -> str:
     """The message of a refused import (spec §15.5)."""
     return (
-        f"{prefix}: {conflicting} conflicting and {rejected} rejected item(s); "
-        f"no state was {state}"
+        f"{prefix}: {conflicting} conflicting and {rejected} rejected item(s); no state was {state}"
     )

@@ -106,9 +106,7 @@ def instance_cost(prices: Prices, elapsed_ns: int) -> Decimal:
     return ratio_up(mul(elapsed, prices.instance_per_hour), NANOS_PER_HOUR)
 
 
-def price(
-    prices: Prices, prompt_tokens: int, completion_tokens: int, elapsed_ns: int
-) -> Charge:
+def price(prices: Prices, prompt_tokens: int, completion_tokens: int, elapsed_ns: int) -> Charge:
     """The cost of a completion (spec §8.2)."""
     return Charge(
         token_cost(prices, prompt_tokens, completion_tokens),
@@ -195,7 +193,11 @@ def debit(being: LiveBeing, operation_id: str, charge: Charge) -> Charge:
     charged = capped(being.state.budget, charge)
     being.journal(
         events.cost_debited(
-            being.now(), being.state.cycle, operation_id, charged.api, charged.instance,
+            being.now(),
+            being.state.cycle,
+            operation_id,
+            charged.api,
+            charged.instance,
             charged.tokens,
         )
     )

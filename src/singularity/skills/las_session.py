@@ -244,7 +244,5 @@ def _tools(label: str, result: Any) -> list[RemoteTool]:
             raise McpError(f"{label} listed a tool without a string name", PERMANENT)
         description = tool.get("description")
         schema = tool.get("inputSchema", dict(DEFAULT_SCHEMA))
-        listed.append(
-            RemoteTool(name, description if isinstance(description, str) else "", schema)
-        )
+        listed.append(RemoteTool(name, description if isinstance(description, str) else "", schema))
     return listed

@@ -93,9 +93,7 @@ class ActivityLog:
         except BaseException as error:
             os.close(fd)  # a corrupt journal or a failed repair must not leak the descriptor
             if isinstance(error, OSError):
-                raise FatalIoError(
-                    f"cannot open activity.jsonl: {os_error_text(error)}"
-                ) from None
+                raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
             raise
         return cls(fd, found.events, found.torn_bytes)
 

@@ -19,24 +19,15 @@ descriptor opened beneath the workspace root. Choices the spec leaves open:
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
 import stat
-from typing import Any
+from typing import Annotated
 
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
-from singularity.tools.arguments import required_text
-from singularity.tools.base import (
-    FunctionTool,
-    JsonObject,
-    Outcome,
-    ToolArgumentError,
-    ToolDefinition,
-    object_schema,
-    string_properties,
-)
+from singularity.tools.arguments import Content, Text
+from singularity.tools.base import FunctionTool, JsonObject, Outcome
 from singularity.tools.confinement import (
     PATH_MESSAGE,
     InvalidPath,
@@ -44,6 +35,7 @@ from singularity.tools.confinement import (
     WorkspaceEscape,
     parse_path,
 )
+from singularity.tools.typed import tool
 
 READ_NAME = "singularity_file_read"
 WRITE_NAME = "singularity_file_write"
@@ -56,7 +48,6 @@ FSIO_POINT = "workspace"
 BOUNDARY_MESSAGE = "path leaves the workspace"
 NOT_BOUNDED_MESSAGE = "path is not a bounded regular file"
 DESTINATION_MESSAGE = "destination is not a regular file"
-CONTENT_MESSAGE = "content is invalid or too large"
 READ_CHUNK = 1 << 20
 
 
@@ -83,27 +74,14 @@ def read_bounded(fd: int, limit: int = MAX_FILE_BYTES) -> bytes:
     return b"".join(chunks)
 
 
-def content_bytes(arguments: JsonObject) -> bytes:
-    """The `content` argument as UTF-8: a string, untrimmed, no NUL, at most 2 MiB."""
-    value = arguments.get("content")
-    if not isinstance(value, str) or "\x00" in value:
-        raise ToolArgumentError(CONTENT_MESSAGE)
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ToolArgumentError(CONTENT_MESSAGE) from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ToolArgumentError(CONTENT_MESSAGE)
-    return data
+PathText = Annotated[str, Text(MAX_PATH_BYTES)]
 
 
-def read_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
-    """Run `singularity_file_read` synchronously."""
+@tool(READ_NAME, READ_DESCRIPTION)
+def read(workspace: Workspace, *, path: PathText) -> Outcome:
+    """`singularity_file_read` on checked arguments."""
     try:
-        text = required_text(arguments, "path", MAX_PATH_BYTES)
-        parts = parse_path(text)
-    except ToolArgumentError as error:
-        return Outcome.failed(error.error_code, error.message)
+        parts = parse_path(path)
     except InvalidPath:
         return Outcome.failed("invalid_path", PATH_MESSAGE)
     try:
@@ -127,17 +105,16 @@ def read_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
         content = data.decode("utf-8")
     except UnicodeDecodeError as error:
         return Outcome.failed("file_read", str(error))
-    return Outcome.success({"content": content, "path": text})
+    return Outcome.success({"content": content, "path": path})
 
 
-def write_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
-    """Run `singularity_file_write` synchronously."""
+@tool(WRITE_NAME, WRITE_DESCRIPTION)
+def write(
+    workspace: Workspace, *, path: PathText, content: Annotated[bytes, Content(MAX_FILE_BYTES)]
+) -> Outcome:
+    """`singularity_file_write` on checked arguments (`content` as UTF-8)."""
     try:
-        text = required_text(arguments, "path", MAX_PATH_BYTES)
-        data = content_bytes(arguments)
-        parts = parse_path(text)
-    except ToolArgumentError as error:
-        return Outcome.failed(error.error_code, error.message)
+        parts = parse_path(path)
     except InvalidPath:
         return Outcome.failed("invalid_path", PATH_MESSAGE)
     try:
@@ -149,12 +126,12 @@ def write_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
     try:
         if not _replaceable(dir_fd, parts[-1]):
             return Outcome.failed("file_write", DESTINATION_MESSAGE)
-        fsio.replace_file(dir_fd, parts[-1], data, temp_prefix=TEMP_PREFIX, point=FSIO_POINT)
+        fsio.replace_file(dir_fd, parts[-1], content, temp_prefix=TEMP_PREFIX, point=FSIO_POINT)
     except OSError as error:
         return Outcome.failed("file_write", os_error_text(error))
     finally:
         os.close(dir_fd)
-    return Outcome.success({"bytes": len(data), "path": text})
+    return Outcome.success({"bytes": len(content), "path": path})
 
 
 def _replaceable(dir_fd: int, name: str) -> bool:
@@ -166,24 +143,16 @@ def _replaceable(dir_fd: int, name: str) -> bool:
     return stat.S_ISREG(info.st_mode)
 
 
+def read_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
+    """Run `singularity_file_read` synchronously."""
+    return read.outcome(workspace, arguments)
+
+
+def write_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
+    """Run `singularity_file_write` synchronously."""
+    return write.outcome(workspace, arguments)
+
+
 def file_tools(workspace: Workspace) -> list[FunctionTool]:
     """The two file tools bound to `workspace`, in catalogue order (read, then write)."""
-
-    async def read(arguments: dict[str, Any]) -> Outcome:
-        return await asyncio.to_thread(read_file, workspace, arguments)
-
-    async def write(arguments: dict[str, Any]) -> Outcome:
-        return await asyncio.to_thread(write_file, workspace, arguments)
-
-    return [
-        FunctionTool(
-            ToolDefinition(READ_NAME, READ_DESCRIPTION, object_schema(string_properties("path"))),
-            read,
-        ),
-        FunctionTool(
-            ToolDefinition(
-                WRITE_NAME, WRITE_DESCRIPTION, object_schema(string_properties("path", "content"))
-            ),
-            write,
-        ),
-    ]
+    return [read.bind_in_thread(workspace), write.bind_in_thread(workspace)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from singularity.domain.mind import (
     MAX_LEARNING_BYTES,
@@ -17,19 +18,15 @@ from singularity.domain.mind import (
 from singularity.domain.records import MemoryEntry
 from singularity.domain.state import AgentState
 from singularity.timestamps import Clock, now_text, system_clock
-from singularity.tools.arguments import required_text
-from singularity.tools.base import (
-    FunctionTool,
-    FunctionToolset,
-    Outcome,
-    ToolDefinition,
-    object_schema,
-    string_properties,
-)
+from singularity.tools.arguments import Text
+from singularity.tools.base import FunctionToolset, Outcome
+from singularity.tools.typed import tool, toolset
 
 MAX_QUERY_BYTES = 1024
 MAX_RECALL = 50
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+Reviewer = Callable[[str, str], str]
+"""Records a proposed self-edit (tool name, text) for an operator; returns its proposal id."""
 
 
 def ascii_lower(text: str) -> str:
@@ -37,49 +34,84 @@ def ascii_lower(text: str) -> str:
     return text.translate(_ASCII_LOWER)
 
 
-def _definition(name: str, description: str, *keys: str) -> ToolDefinition:
-    return ToolDefinition(name, description, object_schema(string_properties(*keys)))
+@dataclass(frozen=True)
+class MindTools:
+    """What the mind tools act on: the in-memory being (the loop saves after each call),
+    its clock, and, with `--review-self-edits`, the operator's reviewer."""
+
+    state: AgentState
+    clock: Clock = system_clock
+    review: Reviewer | None = None
+
+    def self_edit(self, tool_name: str, text: str) -> Outcome:
+        """Apply a self-edit, or propose it to the operator when edits are reviewed."""
+        if self.review is None:
+            return Outcome.success(apply_self_edit(self.state.mind, tool_name, text))
+        proposal = self.review(tool_name, text)
+        return Outcome.success({"pending_operator_review": True, "proposal_id": proposal})
 
 
-REMEMBER = _definition(
-    "singularity_memory_remember", "Persist a memory owned by this digital being", "kind", "text"
-)
-RECALL = _definition(
-    "singularity_memory_recall", "Recall persistent memories containing a query", "query"
-)
-SET_PROMPT = _definition(
-    "singularity_self_set_prompt", "Replace this being's persistent system prompt", "prompt"
-)
-ADD_RULE = _definition("singularity_self_add_rule", "Add a persistent self-imposed rule", "rule")
-ADD_LEARNING = _definition(
-    "singularity_self_add_learning",
-    "Record a persistent learning that changes future decisions",
-    "learning",
-)
+@tool("singularity_memory_remember", "Persist a memory owned by this digital being")
+async def remember(
+    mind: MindTools,
+    *,
+    kind: Annotated[str, Text(MAX_MEMORY_KIND_BYTES)],
+    text: Annotated[str, Text(MAX_MEMORY_TEXT_BYTES)],
+) -> Outcome:
+    memory_id = str(uuid.uuid4())
+    mind.state.mind.remember(
+        MemoryEntry(id=memory_id, kind=kind, text=text, created_at=now_text(mind.clock), sources=[])
+    )
+    return Outcome.success({"memory_id": memory_id})
 
 
-# The self-edits an operator may review (`--review-self-edits`): tool, argument, bound.
-SELF_EDITS = {
-    SET_PROMPT.name: ("prompt", MAX_PROMPT_BYTES),
-    ADD_RULE.name: ("rule", MAX_RULE_BYTES),
-    ADD_LEARNING.name: ("learning", MAX_LEARNING_BYTES),
-}
-Reviewer = Callable[[str, str], str]
-"""Records a proposed self-edit (tool name, text) for an operator; returns its proposal id."""
+@tool("singularity_memory_recall", "Recall persistent memories containing a query")
+async def recall(mind: MindTools, *, query: Annotated[str, Text(MAX_QUERY_BYTES)]) -> Outcome:
+    needle = ascii_lower(query)
+    matches = []
+    for memory in reversed(mind.state.mind.memories):
+        if needle in ascii_lower(memory.kind) or needle in ascii_lower(memory.text):
+            matches.append(memory.model_dump(mode="json"))
+            if len(matches) == MAX_RECALL:
+                break
+    return Outcome.success({"memories": matches})
 
 
-def apply_self_edit(mind: Mind, tool: str, text: str) -> dict[str, Any]:
+@tool("singularity_self_set_prompt", "Replace this being's persistent system prompt")
+async def set_prompt(mind: MindTools, *, prompt: Annotated[str, Text(MAX_PROMPT_BYTES)]) -> Outcome:
+    return mind.self_edit(SET_PROMPT, prompt)
+
+
+@tool("singularity_self_add_rule", "Add a persistent self-imposed rule")
+async def add_rule(mind: MindTools, *, rule: Annotated[str, Text(MAX_RULE_BYTES)]) -> Outcome:
+    return mind.self_edit(ADD_RULE, rule)
+
+
+@tool("singularity_self_add_learning", "Record a persistent learning that changes future decisions")
+async def add_learning(
+    mind: MindTools, *, learning: Annotated[str, Text(MAX_LEARNING_BYTES)]
+) -> Outcome:
+    return mind.self_edit(ADD_LEARNING, learning)
+
+
+SET_PROMPT, ADD_RULE, ADD_LEARNING = set_prompt.name, add_rule.name, add_learning.name
+"""The self-edits an operator may review (`--review-self-edits`)."""
+MIND_TOOLS = (remember, recall, set_prompt, add_rule, add_learning)
+"""The five mind tools, in catalogue order."""
+
+
+def apply_self_edit(mind: Mind, tool_name: str, text: str) -> dict[str, Any]:
     """Apply one self-edit to the mind; the content its tool reports."""
-    if tool == SET_PROMPT.name:
+    if tool_name == SET_PROMPT:
         mind.system_prompt = text
         return {"updated": True}
-    if tool == ADD_RULE.name:
+    if tool_name == ADD_RULE:
         mind.rules.append(text)
         return {"rule": text}
-    if tool == ADD_LEARNING.name:
+    if tool_name == ADD_LEARNING:
         mind.learnings.append(text)
         return {"learning": text}
-    raise ValueError(f"not a self-edit tool: {tool}")
+    raise ValueError(f"not a self-edit tool: {tool_name}")
 
 
 def memory_and_self_tools(
@@ -90,50 +122,4 @@ def memory_and_self_tools(
     With `review`, a prompt replacement, rule or learning is proposed to the operator
     instead of applied; the being is told it waits for a decision.
     """
-
-    async def remember(arguments: dict[str, Any]) -> Outcome:
-        kind = required_text(arguments, "kind", MAX_MEMORY_KIND_BYTES)
-        text = required_text(arguments, "text", MAX_MEMORY_TEXT_BYTES)
-        memory_id = str(uuid.uuid4())
-        state.mind.remember(
-            MemoryEntry(id=memory_id, kind=kind, text=text, created_at=now_text(clock), sources=[])
-        )
-        return Outcome.success({"memory_id": memory_id})
-
-    async def recall(arguments: dict[str, Any]) -> Outcome:
-        query = ascii_lower(required_text(arguments, "query", MAX_QUERY_BYTES))
-        matches = []
-        for memory in reversed(state.mind.memories):
-            if query in ascii_lower(memory.kind) or query in ascii_lower(memory.text):
-                matches.append(memory.model_dump(mode="json"))
-                if len(matches) == MAX_RECALL:
-                    break
-        return Outcome.success({"memories": matches})
-
-    def self_edit(tool: str) -> Callable[[dict[str, Any]], Any]:
-        key, limit = SELF_EDITS[tool]
-
-        async def edit(arguments: dict[str, Any]) -> Outcome:
-            text = required_text(arguments, key, limit)
-            if review is None:
-                return Outcome.success(apply_self_edit(state.mind, tool, text))
-            proposal = review(tool, text)
-            return Outcome.success({"pending_operator_review": True, "proposal_id": proposal})
-
-        return edit
-
-    set_prompt, add_rule, add_learning = (
-        self_edit(SET_PROMPT.name),
-        self_edit(ADD_RULE.name),
-        self_edit(ADD_LEARNING.name),
-    )
-
-    return FunctionToolset(
-        [
-            FunctionTool(REMEMBER, remember),
-            FunctionTool(RECALL, recall),
-            FunctionTool(SET_PROMPT, set_prompt),
-            FunctionTool(ADD_RULE, add_rule),
-            FunctionTool(ADD_LEARNING, add_learning),
-        ]
-    )
+    return toolset(MindTools(state, clock, review), MIND_TOOLS)
