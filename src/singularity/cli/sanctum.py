@@ -202,7 +202,7 @@ def show_command(path: str, **params: Any) -> None:
     settings = settings_from(params)
     store = _open(settings)
     try:
-        click.echo(store.read_text(tools.path_argument({"path": path})[1]).rstrip("\n"))
+        click.echo(store.read_text(tools.path_parts(path)).rstrip("\n"))
     except SanctumRefusal as refusal:
         raise StateError(f"sanctum: {refusal.message} ({refusal.code})") from None
     finally:

@@ -27,7 +27,8 @@ from singularity.errors import SingularityError
 from singularity.mind.context import BYTES_PER_TOKEN
 from singularity.mind.prompt import system_message_text
 from singularity.money import render_money
-from singularity.sanctum import definitions, tools, writing
+from singularity.sanctum import tools
+from singularity.sanctum.definitions import SANCTUM_TOOLS
 from singularity.sanctum.fitting import fit, json_size
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import (
@@ -178,7 +179,7 @@ class SanctumCore:
             self._observe(event)
         host.listeners.append(self._observe)
         self._toolset = FunctionToolset(
-            [FunctionTool(definition, self._handler(run)) for definition, run in _TOOLS]
+            [FunctionTool(each.definition, self._handler(each)) for each in SANCTUM_TOOLS]
         )
 
     def _observe(self, event: Event) -> None:
@@ -346,9 +347,7 @@ class SanctumCore:
         preamble = "\n".join(lines) + "\n\n"
         return preamble + fit(woken, room - json_size(SECTION_HEADER + preamble))
 
-    def _handler(
-        self, run: Callable[[tools.Context, JsonObject], tools.Done]
-    ) -> Callable[[JsonObject], Any]:
+    def _handler(self, run: tools.SanctumTool) -> Callable[[JsonObject], Any]:
         async def handle(arguments: JsonObject) -> Outcome:
             store = self.store
             if store is None:
@@ -358,10 +357,7 @@ class SanctumCore:
                 lambda: today(self.host.clock),
                 lambda bodies: self.wake(pulse=self.pulse is not None, bodies=bodies),
             )
-            try:
-                done = await asyncio.to_thread(run, context, arguments)
-            except SanctumRefusal as refusal:
-                return Outcome.failed(refusal.code, refusal.message)
+            done = await asyncio.to_thread(run, context, arguments)
             self._record(done)
             return done.outcome
 
@@ -383,18 +379,3 @@ class SanctumCore:
         """Mark the cycles that follow as a pulse (or not); the prompt says so."""
         self.pulse = limits
         self.invalidate()
-
-
-_TOOLS: tuple[tuple[Any, Callable[[tools.Context, JsonObject], tools.Done]], ...] = (
-    (definitions.WAKE, tools.wake_tool),
-    (definitions.LIST, tools.list_tool),
-    (definitions.GREP, tools.grep_tool),
-    (definitions.READ, tools.read_tool),
-    (definitions.WRITE, writing.write_tool),
-    (definitions.HISTORY, writing.history_tool),
-    (definitions.INTAKE, writing.intake_tool),
-    (definitions.DISTILLED, writing.distilled_tool),
-    (definitions.MERGE, writing.merge_tool),
-    (definitions.PENDING, writing.pending_tool),
-    (definitions.TENDED, writing.tended_tool),
-)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from singularity.jsoncodec import compact
 from singularity.sanctum import search
@@ -24,9 +24,10 @@ from singularity.sanctum.names import (
 from singularity.sanctum.search import Found
 from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
 from singularity.sanctum.wake import Wake
-from singularity.tools.arguments import required_text
-from singularity.tools.base import JsonObject, Outcome, ToolArgumentError
+from singularity.tools.arguments import Content, Integer, Text
+from singularity.tools.base import JsonObject, Outcome, ToolArgumentError, ToolDefinition
 from singularity.tools.boundary import MAX_OUTPUT_BYTES
+from singularity.tools.typed import TypedTool, tool
 
 MAX_PATH_BYTES = 4096
 MAX_QUERY_BYTES = 1024
@@ -35,7 +36,6 @@ MAX_HIT_CHARS = 300
 MAX_ENTRIES = 200
 READ_WINDOW = 24 * 1024
 MAX_CONTENT_BYTES = 64 * 1024
-CONTENT_MESSAGE = "content is invalid or too large"
 
 
 @dataclass
@@ -65,34 +65,45 @@ def failed(refusal: SanctumRefusal | ToolArgumentError) -> Done:
     return Done(Outcome.failed(refusal.error_code, refusal.message))
 
 
-def path_argument(arguments: JsonObject, key: str = "path") -> tuple[str, tuple[str, ...]]:
-    """The trimmed path text and its components."""
-    text = required_text(arguments, key, MAX_PATH_BYTES)
-    return text, parts_of(text)
+class SanctumTool:
+    """A sanctum tool made from a typed function (`singularity.tools.typed`): it runs on a
+    `Context` and returns a `Done`, a refusal or an argument error as a failed one."""
+
+    def __init__(self, typed: TypedTool[Context, Done]) -> None:
+        self.typed = typed
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self.typed.definition
+
+    def __call__(self, context: Context, arguments: JsonObject) -> Done:
+        try:
+            return self.typed(context, arguments)
+        except (SanctumRefusal, ToolArgumentError) as refusal:
+            return failed(refusal)
 
 
-def optional_text(arguments: JsonObject, key: str, max_bytes: int) -> str | None:
-    """An optional text argument: absent (or null) is None, else the rules of required text."""
-    if arguments.get(key) is None:
-        return None
-    return required_text(arguments, key, max_bytes)
+def sanctum_tool(name: str, description: str) -> Callable[[Callable[..., Done]], SanctumTool]:
+    """Make `singularity_sanctum_<name>` of a typed function on a `Context`."""
+
+    def decorate(function: Callable[..., Done]) -> SanctumTool:
+        return SanctumTool(tool(f"singularity_sanctum_{name}", description)(function))
+
+    return decorate
 
 
-def content_bytes(arguments: JsonObject, key: str = "content") -> bytes:
-    """The content argument as UTF-8: a string, not blank, no NUL, at most 64 KiB."""
-    value = arguments.get(key)
-    if not isinstance(value, str) or "\x00" in value or not value.strip():
-        raise ToolArgumentError(CONTENT_MESSAGE)
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ToolArgumentError(CONTENT_MESSAGE) from None
-    if len(data) > MAX_CONTENT_BYTES:
-        raise ToolArgumentError(CONTENT_MESSAGE)
-    return data
+Path = Annotated[str, Text(MAX_PATH_BYTES)]
+Folder = Annotated[str | None, Text(MAX_PATH_BYTES)]
+FileContent = Annotated[bytes, Content(MAX_CONTENT_BYTES, blank=False)]
 
 
-def wake_tool(context: Context, arguments: JsonObject) -> Done:
+def path_parts(text: str) -> tuple[str, ...]:
+    """The components of a path given as text (an argument error if it is no path text)."""
+    return parts_of(Text(MAX_PATH_BYTES).parse("path", text))
+
+
+@sanctum_tool("wake", "Show your sanctum's wake text again: identity files and memory map")
+def wake_tool(context: Context) -> Done:
     """`singularity_sanctum_wake`: the current wake text (identity bodies elided if too large)."""
     woken = context.wake(True)
     content = {"mode": woken.mode, "wake": woken.text}
@@ -102,23 +113,24 @@ def wake_tool(context: Context, arguments: JsonObject) -> Done:
     return Done(Outcome.success(content))
 
 
-def list_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "list",
+    "List a folder of your sanctum, your own memory files, not the workspace: entries with "
+    "file counts and sizes (default: the root)",
+)
+def list_tool(context: Context, *, folder: Folder = None) -> Done:
     """`singularity_sanctum_list`: a folder's entries with file counts and sizes."""
-    try:
-        text = optional_text(arguments, "folder", MAX_PATH_BYTES)
-        parts = parts_of(text) if text is not None else ()
-        entries = context.store.entries(parts)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    parts = parts_of(folder) if folder is not None else ()
+    entries = context.store.entries(parts)
     dirs = sorted(e.name for e in entries if e.kind == "dir")
     files = {e.name: e for e in entries if e.kind == "file" and not _hidden(parts, e.name)}
     others = sorted(e.name for e in entries if e.kind == "other")
-    folder = "/".join(parts) + "/" if parts else ""
+    shown_folder = "/".join(parts) + "/" if parts else ""
     ordered = [("dir", name) for name in dirs]
     ordered += [
         ("file", found.name)
         for found in search.newest_first(
-            [Found(folder, e.name, name_date(e.name), e.mtime_ns) for e in files.values()]
+            [Found(shown_folder, e.name, name_date(e.name), e.mtime_ns) for e in files.values()]
         )
     ]
     ordered += [("other", name) for name in others]
@@ -134,7 +146,7 @@ def list_tool(context: Context, arguments: JsonObject) -> Done:
     return Done(
         Outcome.success(
             {
-                "folder": folder,
+                "folder": shown_folder,
                 "entries": shown,
                 "total": len(ordered),
                 "truncated": len(ordered) > MAX_ENTRIES,
@@ -147,37 +159,38 @@ def _hidden(parts: tuple[str, ...], name: str) -> bool:
     return name.startswith(".singularity-") or (parts == (MEMORY,) and name == TENDED)
 
 
-def grep_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "grep",
+    "Search your sanctum's memory files for text, any case: under folder, memory/ unless "
+    "given, newest dated files first",
+)
+def grep_tool(
+    context: Context, *, query: Annotated[str, Text(MAX_QUERY_BYTES)], folder: Folder = None
+) -> Done:
     """`singularity_sanctum_grep`: case-insensitive substring hits, newest dated files first."""
-    try:
-        query = required_text(arguments, "query", MAX_QUERY_BYTES)
-        text = optional_text(arguments, "folder", MAX_PATH_BYTES)
-        parts = parts_of(text) if text is not None else (MEMORY,)
-        if not context.store.exists(parts):
-            raise SanctumRefusal("sanctum_not_found", "no such folder in the sanctum")
-        hits, truncated = search.grep(context.store, parts, query, MAX_HITS, MAX_HIT_CHARS)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    parts = parts_of(folder) if folder is not None else (MEMORY,)
+    if not context.store.exists(parts):
+        raise SanctumRefusal("sanctum_not_found", "no such folder in the sanctum")
+    hits, truncated = search.grep(context.store, parts, query, MAX_HITS, MAX_HIT_CHARS)
     return Done(Outcome.success({"hits": hits, "truncated": truncated}))
 
 
-def read_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "read",
+    "Read one of your sanctum's identity or memory files, not a workspace file: 24 KiB from offset",
+)
+def read_tool(
+    context: Context, *, path: Path, offset: Annotated[int | None, Integer(0)] = None
+) -> Done:
     """`singularity_sanctum_read`: a file's text (at most 256 KiB), 24 KiB at a time."""
+    offset = offset or 0
+    data = context.store.read_bytes(parts_of(path), MAX_READ_BYTES)
     try:
-        text, parts = path_argument(arguments)
-        offset = arguments.get("offset", 0)
-        if offset is None:
-            offset = 0
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ToolArgumentError("offset is invalid")
-        data = context.store.read_bytes(parts, MAX_READ_BYTES)
         data.decode("utf-8")
-        if offset > len(data) or (offset < len(data) and data[offset] & 0xC0 == 0x80):
-            raise ToolArgumentError("offset is invalid")
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
     except UnicodeDecodeError:
-        return failed(SanctumRefusal("sanctum_io", "file is not UTF-8 text"))
+        raise SanctumRefusal("sanctum_io", "file is not UTF-8 text") from None
+    if offset > len(data) or (offset < len(data) and data[offset] & 0xC0 == 0x80):
+        raise ToolArgumentError("offset is invalid")
     end = min(len(data), offset + READ_WINDOW)
     while end < len(data) and data[end] & 0xC0 == 0x80:
         end -= 1  # never cut a character in two
@@ -185,7 +198,7 @@ def read_tool(context: Context, arguments: JsonObject) -> Done:
     return Done(
         Outcome.success(
             {
-                "path": text,
+                "path": path,
                 "content": content,
                 "bytes": len(data),
                 "offset": offset,

@@ -6,6 +6,7 @@ nothing; every change is one durable replace (or create, or removal).
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from singularity.sanctum.names import (
     HISTORY,
@@ -25,26 +26,29 @@ from singularity.sanctum.names import (
     standing_target,
     write_target,
 )
-from singularity.sanctum.store import MAX_READ_BYTES
+from singularity.sanctum.store import MAX_READ_BYTES, parts_of
 from singularity.sanctum.tools import (
     MAX_CONTENT_BYTES,
+    MAX_PATH_BYTES,
     Context,
     Done,
-    content_bytes,
-    failed,
-    optional_text,
-    path_argument,
+    FileContent,
+    Path,
+    sanctum_tool,
 )
 from singularity.sanctum.wake import scan_map
-from singularity.tools.arguments import required_text
-from singularity.tools.base import JsonObject, Outcome, ToolArgumentError
+from singularity.tools.arguments import Choice, Text, TextList
+from singularity.tools.base import Outcome, ToolArgumentError
 
 MAX_LINE_BYTES = 512
 MAX_SLUG_BYTES = 64
 MAX_DISTILLED_FILES = 50
+MAX_EXT_BYTES = 16
 RAW_FRONTMATTER = "---\nstatus: raw\ndistilled_to: []\n---\n"
 _HISTORY_HEADING = re.compile(r"##\s+History\s*", re.IGNORECASE)
 _SECTION_END = re.compile(r"#{1,2}\s")
+Line = Annotated[str, Text(MAX_LINE_BYTES)]
+Slug = Annotated[str, Text(MAX_SLUG_BYTES)]
 
 
 def split_history(text: str) -> tuple[str, str | None]:
@@ -114,24 +118,23 @@ def _existing(context: Context, target: Target) -> str | None:
     return context.store.read_optional(target.parts, MAX_READ_BYTES)
 
 
-def write_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "write",
+    "Create or replace a sanctum file: an identity file, memory/<kind>/<slug>.md, "
+    "memory/<kind>/YYYY-MM-DD-<slug>.md or capabilities/<slug>.md",
+)
+def write_tool(context: Context, *, path: Path, content: FileContent) -> Done:
     """`singularity_sanctum_write`: create or replace one file under the naming rules."""
-    try:
-        text, parts = path_argument(arguments)
-        data = content_bytes(arguments)
-        target = target_of(context, parts)
-        content = data.decode("utf-8")
-        existing = _existing_as_is(context, target)
-        if target.kind in ("identity", "pulse") and existing is None:
-            raise SanctumRefusal(
-                NOT_FOUND, f"{text} is replaced, never created (the runtime seeds it)"
-            )
-        if target.kind == "standing":
-            content = _keep_history(content, existing)
-        data = _bounded(content)
-        context.store.replace(parts, data)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    parts = parts_of(path)
+    target = target_of(context, parts)
+    text = content.decode("utf-8")
+    existing = _existing_as_is(context, target)
+    if target.kind in ("identity", "pulse") and existing is None:
+        raise SanctumRefusal(NOT_FOUND, f"{path} is replaced, never created (the runtime seeds it)")
+    if target.kind == "standing":
+        text = _keep_history(text, existing)
+    data = _bounded(text)
+    context.store.replace(parts, data)
     return Done(
         Outcome.success({"path": target.path, "bytes": len(data)}), [(target.path, len(data))]
     )
@@ -148,50 +151,50 @@ def _keep_history(content: str, existing: str | None) -> str:
     return with_history(body, kept) if kept else content
 
 
-def history_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool("history", "Add a dated line under ## History of a standing memory file")
+def history_tool(context: Context, *, path: Path, line: Line) -> Done:
     """`singularity_sanctum_history`: one dated line under `## History` of a standing file."""
-    try:
-        _, parts = path_argument(arguments)
-        line = required_text(arguments, "line", MAX_LINE_BYTES)
-        target = standing_target(parts)
-        existing = _existing(context, target)
-        if existing is None:
-            raise SanctumRefusal(NOT_FOUND, f"{target.path} does not exist")
-        body, section = split_history(existing)
-        entry = f"- {context.today()}: {line}"
-        data = _bounded(with_history(body, [*history_lines(section), entry]))
-        context.store.replace(parts, data)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    parts = parts_of(path)
+    target = standing_target(parts)
+    existing = _existing(context, target)
+    if existing is None:
+        raise SanctumRefusal(NOT_FOUND, f"{target.path} does not exist")
+    body, section = split_history(existing)
+    entry = f"- {context.today()}: {line}"
+    data = _bounded(with_history(body, [*history_lines(section), entry]))
+    context.store.replace(parts, data)
     return Done(Outcome.success({"path": target.path, "line": entry}), [(target.path, len(data))])
 
 
-def intake_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "intake",
+    "Keep source material as given, to distil into memory files later: a new file in raw/, "
+    "written once",
+)
+def intake_tool(
+    context: Context,
+    *,
+    area: Slug,
+    descriptor: Slug,
+    content: FileContent,
+    ext: Annotated[str | None, Text(MAX_EXT_BYTES)] = None,
+) -> Done:
     """`singularity_sanctum_intake`: material kept as given in `raw/`, written once."""
-    try:
-        area = required_text(arguments, "area", MAX_SLUG_BYTES)
-        descriptor = required_text(arguments, "descriptor", MAX_SLUG_BYTES)
-        data = content_bytes(arguments)
-        ext = optional_text(arguments, "ext", 16) or "md"
-        name = raw_name(context.today(), area, descriptor, ext)
-        document = _bounded(RAW_FRONTMATTER + data.decode("utf-8"))
-        if not context.store.create((RAW, name), document):
-            raise SanctumRefusal(
-                WRITE_ONCE, f"raw/{name} exists; raw files are written once (use a new descriptor)"
-            )
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    name = raw_name(context.today(), area, descriptor, ext or "md")
+    document = _bounded(RAW_FRONTMATTER + content.decode("utf-8"))
+    if not context.store.create((RAW, name), document):
+        raise SanctumRefusal(
+            WRITE_ONCE, f"raw/{name} exists; raw files are written once (use a new descriptor)"
+        )
     path = f"{RAW}/{name}"
     return Done(Outcome.success({"path": path, "bytes": len(document)}), [(path, len(document))])
 
 
-def _files_argument(arguments: JsonObject) -> list[str]:
-    value = arguments.get("files")
-    if not isinstance(value, list) or not 1 <= len(value) <= MAX_DISTILLED_FILES:
-        raise ToolArgumentError("files is invalid")
+def _memory_files(files: list[str]) -> list[str]:
+    """The distinct memory files a distillation names, in the order given."""
     found: list[str] = []
-    for item in value:
-        _, parts = path_argument({"files": item}, "files")
+    for item in files:
+        parts = parts_of(item)
         target = write_target(parts)
         if parts[0] != MEMORY:
             raise SanctumRefusal(NAME, "distillations are memory files")
@@ -210,28 +213,31 @@ def _opens_with(text: str, line: str) -> bool:
     return first == line
 
 
-def distilled_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool("distilled", "Mark a raw file distilled into files opening with source: raw/<file>")
+def distilled_tool(
+    context: Context,
+    *,
+    raw: Path,
+    files: Annotated[list[str], TextList(MAX_PATH_BYTES, 1, MAX_DISTILLED_FILES)],
+) -> Done:
     """`singularity_sanctum_distilled`: mark a raw file distilled into the listed files."""
-    try:
-        _, raw_parts = path_argument(arguments, "raw")
-        if raw_parts[0] != RAW or len(raw_parts) < 2:
-            raise SanctumRefusal(NAME, "raw names a file under raw/")
-        files = _files_argument(arguments)
-        raw_path = "/".join(raw_parts)
-        raw = context.store.read_optional(raw_parts, MAX_READ_BYTES)
-        if raw is None:
-            raise SanctumRefusal(NOT_FOUND, f"{raw_path} does not exist")
-        for path in files:
-            made = context.store.read_optional(tuple(path.split("/")), MAX_READ_BYTES)
-            if made is None:
-                raise SanctumRefusal(NOT_FOUND, f"{path} does not exist")
-            if not _opens_with(made, f"source: {raw_path}"):
-                raise SanctumRefusal(SOURCE, f"{path} does not open with `source: {raw_path}`")
-        updated, listed = mark_distilled(raw, files)
-        data = _bounded(updated)
-        context.store.replace(raw_parts, data)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    raw_parts = parts_of(raw)
+    if raw_parts[0] != RAW or len(raw_parts) < 2:
+        raise SanctumRefusal(NAME, "raw names a file under raw/")
+    made_files = _memory_files(files)
+    raw_path = "/".join(raw_parts)
+    raw_text = context.store.read_optional(raw_parts, MAX_READ_BYTES)
+    if raw_text is None:
+        raise SanctumRefusal(NOT_FOUND, f"{raw_path} does not exist")
+    for path in made_files:
+        made = context.store.read_optional(tuple(path.split("/")), MAX_READ_BYTES)
+        if made is None:
+            raise SanctumRefusal(NOT_FOUND, f"{path} does not exist")
+        if not _opens_with(made, f"source: {raw_path}"):
+            raise SanctumRefusal(SOURCE, f"{path} does not open with `source: {raw_path}`")
+    updated, listed = mark_distilled(raw_text, made_files)
+    data = _bounded(updated)
+    context.store.replace(raw_parts, data)
     return Done(
         Outcome.success({"raw": raw_path, "status": "distilled", "distilled_to": listed}),
         [(raw_path, len(data))],
@@ -256,70 +262,65 @@ def mark_distilled(raw: str, files: list[str]) -> tuple[str, list[str]]:
     return "\n".join(["---", *head, *lines[end:]]), listed
 
 
-def merge_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool("merge", "Merge two memory files: keep gets content, drop is removed")
+def merge_tool(context: Context, *, keep: Path, drop: Path, content: FileContent) -> Done:
     """`singularity_sanctum_merge`: `keep` takes the merged text, `drop` is removed."""
-    try:
-        _, keep_parts = path_argument(arguments, "keep")
-        _, drop_parts = path_argument(arguments, "drop")
-        data = content_bytes(arguments)
-        keep, drop = target_of(context, keep_parts), target_of(context, drop_parts)
-        if keep.parts[0] != MEMORY or drop.parts[0] != MEMORY:
-            raise SanctumRefusal(NAME, "merge joins two memory files")
-        if keep.path == drop.path:
-            raise SanctumRefusal(NAME, "keep and drop are the same file")
-        if len(drop.parts) >= 3 and drop.parts[1] == SESSIONS:
-            raise SanctumRefusal(NAME, "session notes are history; they are never merged away")
-        old_keep, old_drop = _existing(context, keep), _existing(context, drop)
-        if old_keep is None or old_drop is None:
-            missing = keep.path if old_keep is None else drop.path
-            raise SanctumRefusal(NOT_FOUND, f"{missing} does not exist")
-        body, given = split_history(data.decode("utf-8"))
-        if given is not None:
-            raise SanctumRefusal(
-                HISTORY, "leave ## History out: both files' History lines are kept"
-            )
-        lines = history_lines(split_history(old_keep)[1])
-        lines += [line for line in history_lines(split_history(old_drop)[1]) if line not in lines]
-        merged = _bounded(with_history(body, sorted(lines, key=lambda line: line[:13])))
-        context.store.replace(keep.parts, merged)
-        context.store.remove(drop.parts)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    keep_parts, drop_parts = parts_of(keep), parts_of(drop)
+    kept, dropped = target_of(context, keep_parts), target_of(context, drop_parts)
+    if kept.parts[0] != MEMORY or dropped.parts[0] != MEMORY:
+        raise SanctumRefusal(NAME, "merge joins two memory files")
+    if kept.path == dropped.path:
+        raise SanctumRefusal(NAME, "keep and drop are the same file")
+    if len(dropped.parts) >= 3 and dropped.parts[1] == SESSIONS:
+        raise SanctumRefusal(NAME, "session notes are history; they are never merged away")
+    old_keep, old_drop = _existing(context, kept), _existing(context, dropped)
+    if old_keep is None or old_drop is None:
+        missing = kept.path if old_keep is None else dropped.path
+        raise SanctumRefusal(NOT_FOUND, f"{missing} does not exist")
+    body, given = split_history(content.decode("utf-8"))
+    if given is not None:
+        raise SanctumRefusal(HISTORY, "leave ## History out: both files' History lines are kept")
+    lines = history_lines(split_history(old_keep)[1])
+    lines += [line for line in history_lines(split_history(old_drop)[1]) if line not in lines]
+    merged = _bounded(with_history(body, sorted(lines, key=lambda line: line[:13])))
+    context.store.replace(kept.parts, merged)
+    context.store.remove(dropped.parts)
     return Done(
-        Outcome.success({"keep": keep.path, "drop": drop.path, "bytes": len(merged)}),
-        [(keep.path, len(merged))],
-        merged=(keep.path, drop.path),
+        Outcome.success({"keep": kept.path, "drop": dropped.path, "bytes": len(merged)}),
+        [(kept.path, len(merged))],
+        merged=(kept.path, dropped.path),
     )
 
 
-def pending_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool("pending", "Add a line to memory/pending.md, or clear it")
+def pending_tool(
+    context: Context,
+    *,
+    action: Annotated[str, Choice(("add", "clear"))],
+    line: Annotated[str | None, Text(MAX_LINE_BYTES)] = None,
+) -> Done:
     """`singularity_sanctum_pending`: add a line to, or clear, `memory/pending.md`."""
     parts = (MEMORY, PENDING)
-    try:
-        action = arguments.get("action")
-        if action not in ("add", "clear"):
-            raise ToolArgumentError("action is invalid")
-        existing = context.store.read_optional(parts, MAX_READ_BYTES) or ""
-        if action == "add":
-            line = required_text(arguments, "line", MAX_LINE_BYTES)
-            text = (existing.rstrip() + "\n" if existing.strip() else "") + f"- {line}\n"
-        else:
-            text = ""
-        data = _bounded(text)
-        context.store.replace(parts, data)
-    except (SanctumRefusal, ToolArgumentError) as refusal:
-        return failed(refusal)
+    existing = context.store.read_optional(parts, MAX_READ_BYTES) or ""
+    if action == "add":
+        if line is None:
+            raise ToolArgumentError("line is invalid")
+        text = (existing.rstrip() + "\n" if existing.strip() else "") + f"- {line}\n"
+    else:
+        text = ""
+    data = _bounded(text)
+    context.store.replace(parts, data)
     items = sum(1 for line in text.splitlines() if line.strip())
     path = "/".join(parts)
     return Done(Outcome.success({"path": path, "items": items}), [(path, len(data))])
 
 
-def tended_tool(context: Context, arguments: JsonObject) -> Done:
+@sanctum_tool(
+    "tended", "Only after a tending pass the Sanctum section asked for: stamp memory/.tended"
+)
+def tended_tool(context: Context) -> Done:
     """`singularity_sanctum_tended`: stamp `memory/.tended` with today; the map's counts."""
     day = context.today()
-    try:
-        context.store.replace((MEMORY, TENDED), f"{day}\n".encode())
-        counts = scan_map(context.store).counts()
-    except SanctumRefusal as refusal:
-        return failed(refusal)
+    context.store.replace((MEMORY, TENDED), f"{day}\n".encode())
+    counts = scan_map(context.store).counts()
     return Done(Outcome.success({"tended": day, **counts}), tended=(day, counts))
