@@ -3,120 +3,100 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from singularity.errors import MostError
 from singularity.most.client import MostClient
-from singularity.tools.base import (
-    FunctionTool,
-    FunctionToolset,
-    Outcome,
-    ToolArgumentError,
-    ToolDefinition,
-)
+from singularity.tools.arguments import MISSING
+from singularity.tools.base import FunctionToolset, JsonObject, Outcome, ToolArgumentError
+from singularity.tools.typed import Key, tool, toolset
 
 SERVICES = ["iMessage", "SMS", "RCS"]
-_SERVICE = {"type": "string", "enum": SERVICES}
-HEALTH = ToolDefinition(
-    "most_health",
-    "Check Most messaging readiness and active backends",
-    {"type": "object", "properties": {}, "required": [], "additionalProperties": False},
-)
-CREATE_CHAT = ToolDefinition(
-    "most_create_chat",
-    "Create a Most chat and send its first text message",
-    {
-        "type": "object",
-        "properties": {
-            "from": {"type": "string"},
-            "to": {"type": "array", "items": {"type": "string"}},
-            "text": {"type": "string"},
-            "preferred_service": _SERVICE,
-        },
-        "required": ["from", "to", "text"],
-        "additionalProperties": False,
-    },
-)
-SEND_MESSAGE = ToolDefinition(
-    "most_send_message",
-    "Send a text message to an existing Most chat",
-    {
-        "type": "object",
-        "properties": {
-            "chat_id": {"type": "string", "format": "uuid"},
-            "text": {"type": "string"},
-            "preferred_service": _SERVICE,
-        },
-        "required": ["chat_id", "text"],
-        "additionalProperties": False,
-    },
-)
 
 
-def _string(arguments: dict[str, Any], key: str, *, optional: bool = False) -> Any:
-    if key not in arguments or (optional and arguments[key] is None):
-        if optional:
-            return None
-        raise ToolArgumentError(f"missing field `{key}`")
-    value = arguments[key]
-    if not isinstance(value, str):
-        raise ToolArgumentError(f"invalid type for `{key}`: expected a string")
-    return value
+@dataclass(frozen=True)
+class Field:
+    """A string (or, with `many`, an array of strings) checked the way Most's own API
+    reports a bad field: `missing field`, `invalid type`, `invalid value`."""
+
+    many: bool = False
+    extra: tuple[tuple[str, Any], ...] = ()
+    """More of the schema (an `enum`, a `format`), shown to the model, never checked."""
+    uuid: bool = False
+
+    def schema(self) -> JsonObject:
+        if self.many:
+            return {"type": "array", "items": {"type": "string"}}
+        return {"type": "string", **dict(self.extra)}
+
+    def parse(self, key: str, value: Any) -> Any:
+        if value is MISSING:
+            raise ToolArgumentError(f"missing field `{key}`")
+        if self.many:
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise ToolArgumentError(f"invalid type for `{key}`: expected an array of strings")
+            return value
+        if not isinstance(value, str):
+            raise ToolArgumentError(f"invalid type for `{key}`: expected a string")
+        if self.uuid:
+            try:
+                uuid.UUID(value)
+            except ValueError as error:
+                raise ToolArgumentError(f"invalid value for `{key}`: {error}") from None
+        return value
 
 
-def _strings(arguments: dict[str, Any], key: str) -> list[str]:
-    if key not in arguments:
-        raise ToolArgumentError(f"missing field `{key}`")
-    value = arguments[key]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ToolArgumentError(f"invalid type for `{key}`: expected an array of strings")
-    return value
+String = Annotated[str, Field()]
+Service = Annotated[str | None, Field(extra=(("enum", SERVICES),))]
 
 
-DEFINITIONS = (HEALTH, CREATE_CHAT, SEND_MESSAGE)
+@tool("most_health", "Check Most messaging readiness and active backends")
+async def health(client: MostClient) -> Outcome:
+    try:
+        return Outcome.success(await client.health())
+    except MostError as error:
+        return Outcome.indeterminate("remote", str(error))
+
+
+@tool("most_create_chat", "Create a Most chat and send its first text message")
+async def create_chat(
+    client: MostClient,
+    *,
+    sender: Annotated[str, Field(), Key("from")],
+    to: Annotated[list[str], Field(many=True)],
+    text: String,
+    preferred_service: Service = None,
+) -> Outcome:
+    try:
+        document, chat_id, message_id = await client.create_chat(
+            sender, to, text, preferred_service
+        )
+    except MostError as error:
+        return Outcome.indeterminate("remote", str(error))
+    return Outcome.success(document, chat_id=chat_id, message_id=message_id)
+
+
+@tool("most_send_message", "Send a text message to an existing Most chat")
+async def send_message(
+    client: MostClient,
+    *,
+    chat_id: Annotated[str, Field(extra=(("format", "uuid"),), uuid=True)],
+    text: String,
+    preferred_service: Service = None,
+) -> Outcome:
+    try:
+        document, message_id = await client.send_message(chat_id, text, preferred_service)
+    except MostError as error:
+        return Outcome.indeterminate("remote", str(error))
+    return Outcome.success(document, chat_id=chat_id, message_id=message_id)
+
+
+MOST_TOOLS = (health, create_chat, send_message)
 """Most's direct tools, in catalogue order."""
+HEALTH, CREATE_CHAT, SEND_MESSAGE = DEFINITIONS = tuple(each.definition for each in MOST_TOOLS)
 
 
 def most_tools(client: MostClient) -> FunctionToolset:
     """`most_health`, `most_create_chat`, `most_send_message` over one Most client."""
-
-    async def health(arguments: dict[str, Any]) -> Outcome:
-        try:
-            return Outcome.success(await client.health())
-        except MostError as error:
-            return Outcome.indeterminate("remote", str(error))
-
-    async def create_chat(arguments: dict[str, Any]) -> Outcome:
-        sender = _string(arguments, "from")
-        recipients = _strings(arguments, "to")
-        text = _string(arguments, "text")
-        service = _string(arguments, "preferred_service", optional=True)
-        try:
-            document, chat_id, message_id = await client.create_chat(
-                sender, recipients, text, service
-            )
-        except MostError as error:
-            return Outcome.indeterminate("remote", str(error))
-        return Outcome.success(document, chat_id=chat_id, message_id=message_id)
-
-    async def send_message(arguments: dict[str, Any]) -> Outcome:
-        chat_id = _string(arguments, "chat_id")
-        try:
-            uuid.UUID(chat_id)
-        except ValueError as error:
-            raise ToolArgumentError(f"invalid value for `chat_id`: {error}") from None
-        text = _string(arguments, "text")
-        service = _string(arguments, "preferred_service", optional=True)
-        try:
-            document, message_id = await client.send_message(chat_id, text, service)
-        except MostError as error:
-            return Outcome.indeterminate("remote", str(error))
-        return Outcome.success(document, chat_id=chat_id, message_id=message_id)
-
-    return FunctionToolset(
-        [
-            FunctionTool(HEALTH, health),
-            FunctionTool(CREATE_CHAT, create_chat),
-            FunctionTool(SEND_MESSAGE, send_message),
-        ]
-    )
+    return toolset(client, MOST_TOOLS)

@@ -2,7 +2,8 @@
 
 A kind annotates a keyword-only parameter of a typed tool (`singularity.tools.typed`):
 `query: Annotated[str, Text(1024)]`. `parse(key, value)` returns the value the tool
-receives, or raises `ToolArgumentError` with the message the model sees.
+receives, or raises `ToolArgumentError` with the message the model sees; the value of a
+required argument the model left out is `MISSING`.
 
 "Required text" (`Text`, spec §2, §11): a JSON string, trimmed of Unicode whitespace,
 non-empty, within a byte bound in UTF-8, with no control character (general category Cc)
@@ -21,6 +22,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any, Protocol
 
 from singularity.text import UNICODE_WHITESPACE, has_control, trim, utf8_length
@@ -31,6 +33,14 @@ from singularity.tools.base import JsonObject, ToolArgumentError
 # and `utf8_length` (None for a lone surrogate) live in `singularity.text`, shared with
 # the other layers, and are re-exported here as part of this module's interface.
 
+
+class Missing(Enum):
+    """The value of a required argument the model left out (no kind accepts it)."""
+
+    MISSING = "MISSING"
+
+
+MISSING = Missing.MISSING
 INVALID = "{key} is invalid"
 RANGE = "{key} must be an integer from {low} to {high}"
 STRING: JsonObject = {"type": "string"}
@@ -264,6 +274,7 @@ class TextList:
 
 
 __all__ = [
+    "MISSING",
     "RANGE",
     "UNICODE_WHITESPACE",
     "Choice",

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from singularity.tools.arguments import Choice, Kind
+from singularity.tools.arguments import MISSING, Choice, Kind
 from singularity.tools.base import (
     FunctionTool,
     FunctionToolset,
@@ -36,7 +36,6 @@ from singularity.tools.base import (
 
 C = TypeVar("C", contravariant=True)
 R = TypeVar("R", covariant=True)
-_ABSENT = object()
 
 
 @dataclass(frozen=True)
@@ -65,10 +64,19 @@ _PLAIN: dict[Any, Kind] = {
 
 
 @dataclass(frozen=True)
-class Argument:
-    """One argument of a tool: its key, kind and default (`inspect.Parameter.empty`: none)."""
+class Key:
+    """The JSON key of an argument whose parameter cannot bear its name (`from`)."""
 
     key: str
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of a tool: its JSON key, its parameter, its kind and its default
+    (`inspect.Parameter.empty`: none, it is required)."""
+
+    key: str
+    name: str
     kind: Kind
     default: Any
 
@@ -78,10 +86,10 @@ class Argument:
 
     def value(self, arguments: JsonObject) -> Any:
         """The checked value of this argument in a model's `arguments`."""
+        value = arguments.get(self.key, MISSING)
         if self.required:
-            return self.kind.parse(self.key, arguments.get(self.key))
-        value = arguments.get(self.key, _ABSENT)
-        if value is _ABSENT or (value is None and self.default is None):
+            return self.kind.parse(self.key, value)
+        if value is MISSING or (value is None and self.default is None):
             return self.default
         return self.kind.parse(self.key, value)
 
@@ -102,7 +110,7 @@ class TypedTool(Generic[C, R]):
 
     def parse(self, arguments: JsonObject) -> dict[str, Any]:
         """The checked values of a model's arguments, by key; else `ToolArgumentError`."""
-        return {argument.key: argument.value(arguments) for argument in self.arguments}
+        return {argument.name: argument.value(arguments) for argument in self.arguments}
 
     def __call__(self, context: C, arguments: JsonObject) -> R:
         """Check the arguments, then run the function on `context`."""
@@ -165,10 +173,10 @@ def arguments_of(function: Callable[..., Any]) -> list[Argument]:
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
             continue
-        hint = hints.get(parameter.name)
-        found.append(
-            Argument(parameter.name, kind_of(function, parameter.name, hint), parameter.default)
-        )
+        hint = _without_none(hints.get(parameter.name))
+        keys = [extra.key for extra in getattr(hint, "__metadata__", ()) if isinstance(extra, Key)]
+        key = keys[0] if keys else parameter.name
+        found.append(Argument(key, parameter.name, kind_of(function, key, hint), parameter.default))
     return found
 
 
