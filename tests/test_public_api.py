@@ -15,6 +15,7 @@ from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
 from singularity.store.postgres.store import PostgresStore
 from singularity.testing.scripted_server import Script, ScriptedServer, Turn, load_script
+from singularity.tools.typed import tool
 from singularity.version import __version__
 
 SUPPORTED = {
@@ -30,6 +31,7 @@ SUPPORTED = {
     "__version__": __version__,
     "load_script": load_script,
     "resolve": resolve,
+    "tool": tool,
 }
 
 

@@ -4,8 +4,9 @@ The supported API is what `__all__` names: `Settings` and `resolve` (configurati
 `Runtime` (a booted being: `Runtime.boot(settings)`, then `once()` or `run()`), the state
 stores (`StateStore`, `DirectoryStore`, `PostgresStore`), the error tree's root
 `SingularityError`, and the scripted OpenAI-compatible server for tests (`ScriptedServer`,
-`Script`, `Turn`, `load_script`). Each is imported on first use, so that importing the
-package (and starting the command line) stays light.
+`Script`, `Turn`, `load_script`), and `tool`, the decorator that makes a tool of a typed
+function (its schema and argument checks derived from the annotations). Each is imported
+on first use, so that importing the package (and starting the command line) stays light.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from singularity.store.directory import DirectoryStore
     from singularity.store.postgres.store import PostgresStore
     from singularity.testing.scripted_server import Script, ScriptedServer, Turn, load_script
+    from singularity.tools.typed import tool
 
 from singularity.version import __version__
 
@@ -36,6 +38,7 @@ _HOMES = {
     "Script": "singularity.testing.scripted_server",
     "Turn": "singularity.testing.scripted_server",
     "load_script": "singularity.testing.scripted_server",
+    "tool": "singularity.tools.typed",
 }
 
 __all__ = [
@@ -51,6 +54,7 @@ __all__ = [
     "__version__",
     "load_script",
     "resolve",
+    "tool",
 ]
 
 
