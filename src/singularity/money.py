@@ -113,20 +113,21 @@ def from_binary(value: float) -> Decimal:
 
 def round_up(value: Decimal) -> Decimal:
     """A computed charge to at most 28 places, rounded up; exact results keep their scale."""
-    exponent = value.as_tuple().exponent
-    assert isinstance(exponent, int)
-    if exponent >= -PLACES:
-        return value
-    return value.quantize(QUANTUM, context=_CEILING)
+    return _to_places(value, _CEILING)
 
 
 def round_down(value: Decimal) -> Decimal:
     """An amount to at most 28 places, rounded down (a share that must not exceed its whole)."""
+    return _to_places(value, _FLOOR)
+
+
+def _to_places(value: Decimal, rounding: decimal.Context) -> Decimal:
+    """`value` to at most 28 places under `rounding`; a value within them is kept as it is."""
     exponent = value.as_tuple().exponent
     assert isinstance(exponent, int)
     if exponent >= -PLACES:
         return value
-    return value.quantize(QUANTUM, context=_FLOOR)
+    return value.quantize(QUANTUM, context=rounding)
 
 
 def render_money(value: Decimal) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from singularity.cli.listening import listen
+from singularity.cli.listening import listen, port_option
 from singularity.errors import ConfigurationError
 from singularity.gateway.auth import Secret
 from singularity.gateway_server.model_catalogue import DEFAULT_MODEL, MODELS
@@ -58,13 +58,7 @@ def brama() -> None:
 
 @brama.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8081,
-    show_default=True,
-    help="Port to listen on (0: any free port).",
-)
+@port_option(8081)
 @click.option("--config", "config_file", default=None, help="TOML file of routes and limits.")
 @click.option(
     "--secret-file",

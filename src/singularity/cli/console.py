@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from singularity.cli.listening import listen
+from singularity.cli.listening import listen, port_option
 from singularity.errors import ConfigurationError
 
 DEFAULT_PORT = 8700
@@ -23,13 +23,7 @@ STATE_URL_MESSAGE = (
 )
 @click.option("--state-url", default=None, help="A state store URL (not available yet).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=DEFAULT_PORT,
-    show_default=True,
-    help="Port to listen on (0: any free port).",
-)
+@port_option(DEFAULT_PORT)
 @click.option(
     "--token-file",
     default=None,

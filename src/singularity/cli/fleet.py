@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from singularity.cli.listening import port_option
 from singularity.cli.logs import report_error
-from singularity.cli.options import settings_from, with_options
+from singularity.cli.options import settings_from, wait_options, with_options
 from singularity.cli.output import console, print_json
 from singularity.config import ALL_OPTIONS, FLEET_OPTIONS, Option, resolve_fleet
 from singularity.errors import ConfigurationError, RuntimeFailure, SingularityError
@@ -203,13 +204,7 @@ def fleet_topup(key: str, amount: str, note: str | None, **params: Any) -> None:
 
 @fleet.command(name="say")
 @fleet_options("temporal", "temporal_namespace")
-@click.option("--wait", is_flag=True, help="Wait for the cycle that reads it; print the reply.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="With --wait: give up after this many seconds.",
-)
+@wait_options("With --wait: give up after this many seconds.")
 @click.argument("key")
 @click.argument("text")
 def fleet_say(key: str, text: str, wait: bool, timeout: float | None, **params: Any) -> None:
@@ -293,13 +288,7 @@ def fleet_show(key: str, **params: Any) -> None:
     show_default=True,
     help="Folder of the trial: Temporal's database, PostgreSQL's data, the beings.",
 )
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=7233,
-    show_default=True,
-    help="Temporal's port (0: any free port).",
-)
+@port_option(7233, "Temporal's port (0: any free port).")
 @click.option("--ui/--no-ui", default=True, show_default=True, help="Serve Temporal's web UI.")
 def fleet_dev(folder: str, port: int, ui: bool) -> None:
     """Run a local Temporal dev server and PostgreSQL for a one-machine fleet, until Ctrl-C."""

@@ -43,6 +43,24 @@ def with_options(options: Iterable[Option]) -> Callable[[F], F]:
     return decorate
 
 
+def wait_options(timeout_help: str) -> Callable[[F], F]:
+    """`--wait` for the reply of the cycle that reads a message, and its `--timeout`."""
+
+    def decorate(function: F) -> F:
+        timeout = click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            help=timeout_help,
+        )
+        wait = click.option(
+            "--wait", is_flag=True, help="Wait for the cycle that reads it; print the reply."
+        )
+        return wait(timeout(function))
+
+    return decorate
+
+
 runtime_options = with_options(ALL_OPTIONS)
 state_options = with_options(STATE_OPTIONS)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import settings_from, state_options
+from singularity.cli.options import settings_from, state_options, wait_options
 from singularity.cli.output import print_json
 from singularity.domain.operator import new_request
 from singularity.errors import RuntimeFailure, StateError
@@ -25,13 +25,7 @@ FOLLOW_SECS = 0.5
 
 @click.command()
 @state_options
-@click.option("--wait", is_flag=True, help="Wait for the cycle that reads it; print the reply.")
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    help="With --wait: give up after this many seconds [default: wait as long as it takes].",
-)
+@wait_options("With --wait: give up after this many seconds [default: wait as long as it takes].")
 @click.argument("text")
 def say(text: str, wait: bool, timeout: float | None, **params: Any) -> None:
     """Send a message to a being; it reads it at the start of its next cycle."""
@@ -50,31 +44,33 @@ def say(text: str, wait: bool, timeout: float | None, **params: Any) -> None:
     click.echo(outcome.reply)
 
 
+LINES = {
+    "framing": "  {text}",
+    "observation": "observation: {text}",
+    "operator": "operator: {text}",
+    "being": "being: {text}",
+    "call": "  → {tool} {text}",
+    "result": "  ← {tool} {status}: {text}",
+}
+"""How each kind of transcript entry reads (a cycle and a cost have their own lines)."""
+
+
 def render(entry: Entry) -> str:
     """One transcript entry as a line of text."""
     kind = entry.kind
     if kind == "cycle":
         at = entry.extra.get("at")
         return f"── cycle {entry.cycle}" + (f" · {at}" if at else "") + " ──"
-    if kind == "framing":
-        return f"  {entry.text}"
-    if kind == "observation":
-        return f"observation: {entry.text}"
-    if kind == "operator":
-        return f"operator: {entry.text}"
-    if kind == "being":
-        return f"being: {entry.text}"
-    if kind == "call":
-        return f"  → {entry.tool} {entry.text}"
-    if kind == "result":
-        return f"  ← {entry.tool} {entry.status}: {entry.text}"
     if kind == "cost":
         extra = entry.extra
         return (
             f"  · round cost {extra['amount']} USD "
             f"({extra['prompt_tokens']} prompt + {extra['completion_tokens']} completion tokens)"
         )
-    return f"{kind}: {entry.text}"
+    line = LINES.get(kind)
+    if line is None:
+        return f"{kind}: {entry.text}"
+    return line.format(text=entry.text, tool=entry.tool, status=entry.status)
 
 
 @click.command(name="log")

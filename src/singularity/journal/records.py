@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -24,6 +25,10 @@ DEFAULT_RECALL_K = 5
 MAX_SUMMARY_BYTES = 2048
 MAX_MOOD_BYTES = 32
 MAX_THREAD_BYTES = 64
+MOOD = re.compile(rf"[a-z][a-z0-9-]{{0,{MAX_MOOD_BYTES - 1}}}")
+"""A mood: a lowercase word of at most `MAX_MOOD_BYTES` (letters, digits, hyphens)."""
+THREAD = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_THREAD_BYTES - 1}}}")
+"""A thread id: at most `MAX_THREAD_BYTES` of ASCII letters, digits, `_`, `.` and `-`."""
 DEFAULT_RETENTION_DAYS = 30
 EMBEDDER_CHOICES = ("auto", "minilm", "hashing")
 

@@ -8,7 +8,6 @@ carries journal text. Recall passes the being's output boundary entry by entry.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,29 +23,21 @@ from singularity.journal.records import (
     MAX_QUERY_BYTES,
     MAX_RECALL_K,
     MAX_SUMMARY_BYTES,
+    MOOD,
+    THREAD,
     JournalError,
 )
 from singularity.journal.service import CapReached, Journal, Recalled
 from singularity.jsoncodec import compact
 from singularity.secrets import os_error_text
 from singularity.timestamps import render_timestamp
-from singularity.tools.arguments import (
-    RANGE,
-    Choice,
-    Fraction,
-    Integer,
-    Pattern,
-    Prose,
-    Timestamp,
-)
+from singularity.tools.arguments import RANGE, Choice, Fraction, Integer, Pattern, Prose, Timestamp
 from singularity.tools.base import FunctionToolset, Outcome
 from singularity.tools.boundary import MAX_OUTPUT_BYTES
 from singularity.tools.extension import BeingHandle
 from singularity.tools.output_boundary import OutputBoundary
 from singularity.tools.typed import tool, toolset
 
-MOOD = re.compile(r"[a-z][a-z0-9-]{0,31}")
-THREAD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TARGETS = ("reasonlog", "learning", "memory")
 # Room in one result for the wrapper, `unreadable`, `left_out` and its message.
 RESULT_OVERHEAD_BYTES = 512

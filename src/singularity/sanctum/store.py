@@ -14,12 +14,13 @@ import os
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from singularity.errors import StateError
 from singularity.sanctum.names import BOUNDARY, IO, NOT_FOUND, SanctumRefusal
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
+from singularity.storage.statedir import check_owned_directory
 from singularity.tools.confinement import (
     DIR_FLAGS,
     PATH_MESSAGE,
@@ -73,13 +74,7 @@ def ensure_root(root: str) -> None:
                 fsio.fsync_dir(parent_fd, POINT)
             finally:
                 os.close(parent_fd)
-        info = os.lstat(root)
-        if stat.S_ISLNK(info.st_mode):
-            raise StateError(f"sanctum must not be a symlink: {root}")
-        if not stat.S_ISDIR(info.st_mode):
-            raise StateError(f"sanctum is not a directory: {root}")
-        if info.st_uid != os.geteuid():
-            raise StateError(f"sanctum {root} is owned by another user")
+        check_owned_directory(root, "sanctum")
         fd = fsio.open_dir(root)
         try:
             os.fchmod(fd, DIR_MODE)
@@ -95,6 +90,9 @@ def parts_of(text: str) -> tuple[str, ...]:
         return parse_path(text)
     except InvalidPath:
         raise SanctumRefusal(BOUNDARY, PATH_MESSAGE) from None
+
+
+T = TypeVar("T")
 
 
 def _refusal(error: OSError) -> SanctumRefusal:
@@ -206,15 +204,17 @@ class SanctumStore:
 
     def _lstat(self, parts: Sequence[str]) -> os.stat_result | None:
         try:
-            dir_fd = self.open_dir(parts[:-1])
+            return self._at(parts, fsio.entry_info)
         except SanctumRefusal as refusal:
             if refusal.code == NOT_FOUND:
                 return None
             raise
+
+    def _at(self, parts: Sequence[str], run: Callable[[int, str], T], *, create: bool = False) -> T:
+        """`run(parent descriptor, name)` for the entry at `parts`; an OS error is a refusal."""
+        dir_fd = self.open_dir(parts[:-1], create=create)
         try:
-            return os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return None
+            return run(dir_fd, parts[-1])
         except OSError as error:
             raise _refusal(error) from None
         finally:
@@ -222,43 +222,33 @@ class SanctumStore:
 
     def replace(self, parts: Sequence[str], data: bytes) -> None:
         """Durably create or replace a regular file; a symlink or other destination is refused."""
-        dir_fd = self.open_dir(parts[:-1], create=True)
-        try:
-            try:
-                info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                pass
-            else:
-                if not stat.S_ISREG(info.st_mode):
-                    raise SanctumRefusal(IO, "destination is not a regular file")
-            fsio.replace_file(dir_fd, parts[-1], data, temp_prefix=TEMP_PREFIX, point=POINT)
-        except OSError as error:
-            raise _refusal(error) from None
-        finally:
-            os.close(dir_fd)
+
+        def replace_regular(dir_fd: int, name: str) -> None:
+            info = fsio.entry_info(dir_fd, name)
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                raise SanctumRefusal(IO, "destination is not a regular file")
+            fsio.replace_file(dir_fd, name, data, temp_prefix=TEMP_PREFIX, point=POINT)
+
+        self._at(parts, replace_regular, create=True)
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Durably create a file that must not exist yet; False (nothing written) if it does."""
-        dir_fd = self.open_dir(parts[:-1], create=True)
-        try:
-            return fsio.create_file(dir_fd, parts[-1], data, temp_prefix=TEMP_PREFIX, point=POINT)
-        except OSError as error:
-            raise _refusal(error) from None
-        finally:
-            os.close(dir_fd)
+
+        def create_new(dir_fd: int, name: str) -> bool:
+            return fsio.create_file(dir_fd, name, data, temp_prefix=TEMP_PREFIX, point=POINT)
+
+        return self._at(parts, create_new, create=True)
 
     def remove(self, parts: Sequence[str]) -> None:
         """Durably remove one regular file."""
-        dir_fd = self.open_dir(parts[:-1])
-        try:
-            info = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+
+        def remove_regular(dir_fd: int, name: str) -> None:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             if not stat.S_ISREG(info.st_mode):
                 raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
-            fsio.remove_file(dir_fd, parts[-1], point=POINT)
-        except OSError as error:
-            raise _refusal(error) from None
-        finally:
-            os.close(dir_fd)
+            fsio.remove_file(dir_fd, name, point=POINT)
+
+        self._at(parts, remove_regular)
 
     def entries(self, parts: Sequence[str]) -> list[Entry]:
         """The entries of a folder, sizes of files included (symlinks are never followed)."""

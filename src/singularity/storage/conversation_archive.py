@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from singularity.errors import FatalIoError, StateError
@@ -25,6 +25,18 @@ def _read(dir_fd: int) -> bytes:
         return fsio.read_at(dir_fd, ARCHIVE_FILE, 1 << 40)
     except FileNotFoundError:
         return b""
+
+
+def _change(dir_fd: int, verb: str, change: Callable[[int], None]) -> None:
+    """Run `change` on the archive opened for appends; an OS error is fatal."""
+    try:
+        fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
+        try:
+            change(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise FatalIoError(f"cannot {verb} {ARCHIVE_FILE}: {os_error_text(error)}") from None
 
 
 def archived_count(dir_fd: int) -> int:
@@ -43,14 +55,7 @@ def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> N
         compact_utf8({"seq": first_seq + offset, "message": message}) + b"\n"
         for offset, message in enumerate(messages)
     )
-    try:
-        fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
-        try:
-            fsio.append_durably(fd, data, "archive")
-        finally:
-            os.close(fd)
-    except OSError as error:
-        raise FatalIoError(f"cannot append to {ARCHIVE_FILE}: {os_error_text(error)}") from None
+    _change(dir_fd, "append to", lambda fd: fsio.append_durably(fd, data, "archive"))
 
 
 def repair(dir_fd: int, expected: int) -> int:
@@ -65,12 +70,5 @@ def repair(dir_fd: int, expected: int) -> int:
     keep = sum(len(line) + 1 for line in lines[:expected])
     if keep == len(data):
         return 0
-    try:
-        fd = fsio.open_append(dir_fd, ARCHIVE_FILE, "archive")
-        try:
-            fsio.truncate_durably(fd, keep, "archive")
-        finally:
-            os.close(fd)
-    except OSError as error:
-        raise FatalIoError(f"cannot repair {ARCHIVE_FILE}: {os_error_text(error)}") from None
+    _change(dir_fd, "repair", lambda fd: fsio.truncate_durably(fd, keep, "archive"))
     return len(data) - keep

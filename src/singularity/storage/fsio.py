@@ -164,6 +164,14 @@ def truncate_durably(fd: int, length: int, point: str) -> None:
     sync(fd, f"{point}.truncsync")
 
 
+def entry_info(dir_fd: int, name: str) -> os.stat_result | None:
+    """The entry `name` in the directory (a symlink is never followed); None when absent."""
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
 def read_at(dir_fd: int, name: str, limit: int) -> bytes:
     """Read at most `limit` bytes of a regular file in the directory, without following links."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)

@@ -28,17 +28,18 @@ TEMP_PATTERN = re.compile(
 )
 
 
-def _check_owned_directory(path: str) -> None:
+def check_owned_directory(path: str, label: str = "state directory") -> None:
+    """Refuse, naming it `label`, a path that is a symlink, not a directory, or not ours."""
     try:
         info = os.lstat(path)
     except OSError as error:
-        raise StateError(f"cannot open state directory {path}: {os_error_text(error)}") from None
+        raise StateError(f"cannot open {label} {path}: {os_error_text(error)}") from None
     if stat.S_ISLNK(info.st_mode):
-        raise StateError(f"state directory must not be a symlink: {path}")
+        raise StateError(f"{label} must not be a symlink: {path}")
     if not stat.S_ISDIR(info.st_mode):
-        raise StateError(f"state directory is not a directory: {path}")
+        raise StateError(f"{label} is not a directory: {path}")
     if info.st_uid != os.geteuid():
-        raise StateError(f"state directory {path} is owned by another user")
+        raise StateError(f"{label} {path} is owned by another user")
 
 
 def create_private_directory(path: str) -> None:
@@ -78,7 +79,7 @@ class StateDir:
                 raise StateError(
                     f"cannot create state directory {path}: {os_error_text(error)}"
                 ) from None
-        _check_owned_directory(fs_path)
+        check_owned_directory(fs_path)
         try:
             fd = fsio.open_dir(fs_path)
         except OSError as error:

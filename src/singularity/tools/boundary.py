@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from json.encoder import encode_basestring
 from typing import Any, Final
@@ -141,14 +142,21 @@ def _scalar_size(value: object) -> int:
     raise BoundaryRejection(f"{type(value).__name__} is not a JSON value")
 
 
-def check_structure(content: Any) -> None:
-    """Pass 1: JSON shape, depth and exact compact size of the content itself."""
-    size = 0
-    pending: list[tuple[Any, int]] = [(content, 0)]
+def _walk(pending: list[tuple[Any, int]]) -> Iterator[tuple[Any, int]]:
+    """The values queued in `pending` with their depths, last first, until none is left (the
+    caller queues a value's members as it goes); a value deeper than `MAX_DEPTH` is refused."""
     while pending:
         value, depth = pending.pop()
         if depth > MAX_DEPTH:
             raise _reject_depth()
+        yield value, depth
+
+
+def check_structure(content: Any) -> None:
+    """Pass 1: JSON shape, depth and exact compact size of the content itself."""
+    size = 0
+    pending: list[tuple[Any, int]] = [(content, 0)]
+    for value, depth in _walk(pending):
         if isinstance(value, str):
             size += _string_size(value)
         elif isinstance(value, dict):
@@ -228,10 +236,7 @@ def _check_string(text: str, depth: int, pending: list[tuple[Any, int]]) -> None
 def _check_content(content: Any) -> None:
     """Pass 2: rules 2-6 over the content and every embedded JSON string."""
     pending: list[tuple[Any, int]] = [(content, 0)]
-    while pending:
-        value, depth = pending.pop()
-        if depth > MAX_DEPTH:
-            raise _reject_depth()
+    for value, depth in _walk(pending):
         if isinstance(value, dict):
             for key, member in value.items():
                 if utf8_length(key) is None:

@@ -136,11 +136,8 @@ def write(
 
 def _replaceable(dir_fd: int, name: str) -> bool:
     """Whether `name` is absent or a regular file (a symlink is never followed)."""
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return True
-    return stat.S_ISREG(info.st_mode)
+    info = fsio.entry_info(dir_fd, name)
+    return info is None or stat.S_ISREG(info.st_mode)
 
 
 def read_file(workspace: Workspace, arguments: JsonObject) -> Outcome:
