@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from singularity.journal import minilm
 from singularity.storage import fsio
-from tests.support import syncs
+from tests.support import default_model, syncs
 from tests.support.brama import brama_serve
+from tests.support.early import Early
 from tests.support.journal import change_model
 from tests.support.loop_http import Result, make_cli
 
@@ -62,15 +65,62 @@ def cli(
     return make_cli(tmp_path, monkeypatch, capsys)
 
 
-@pytest.fixture(scope="session")
-def default_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`singularity brama serve` with its defaults (the default model): one per session.
+_DEFAULT_MODEL = pytest.StashKey[tuple[Early[str], Early[Any] | None]]()
 
-    Its prompts are kept in the session's temporary directory, so that every test on the
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_model_started_early(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """When the session has tests on the default model, its gateway starts with the session,
+    and the default tier's one-cycle life as soon as the gateway answers (`support/early.py`).
+
+    `singularity brama serve` with its defaults (the default model) is one per session. Its
+    prompts are kept in the session's temporary directory, so that every test on the
     default model shares what an earlier one evaluated, and no run depends on another's.
+    Both run with the environment and working directory the session started with, not
+    those a test running meanwhile has set.
     """
-    with brama_serve(tmp_path_factory.mktemp("brama-default") / "brama.log") as url:
-        yield url
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+    if not wanted & {"default_gateway", "one_cycle_on_the_default_model"}:
+        yield
+        return
+    environ = dict(os.environ)
+    folder = tmp_path_factory.mktemp("brama-default")
+    with contextlib.ExitStack() as running:
+        gateway = Early(
+            "default gateway",
+            lambda: running.enter_context(brama_serve(folder / "brama.log", env=environ)),
+        )
+        life = None
+        if "one_cycle_on_the_default_model" in wanted:
+            root = tmp_path_factory.mktemp("one-cycle-on-the-default-model")
+            life = Early(
+                "one cycle on the default model",
+                lambda: default_model.live(
+                    gateway.result(), root, *default_model.ONE_CYCLE, environ=environ
+                ),
+            )
+        request.config.stash[_DEFAULT_MODEL] = (gateway, life)
+        yield
+        if life is not None:
+            life.wait()  # before the gateway stops
+        gateway.wait()
+
+
+@pytest.fixture(scope="session")
+def default_gateway(request: pytest.FixtureRequest) -> str:
+    """The base URL of the session's `singularity brama serve` on the default model."""
+    gateway, _ = request.config.stash[_DEFAULT_MODEL]
+    return gateway.result()
+
+
+@pytest.fixture(scope="session")
+def one_cycle_on_the_default_model(request: pytest.FixtureRequest) -> Any:
+    """The saved state of the default tier's one-cycle life (`default_model.ONE_CYCLE`)."""
+    _, life = request.config.stash[_DEFAULT_MODEL]
+    assert life is not None
+    return life.result()
 
 
 @pytest.fixture

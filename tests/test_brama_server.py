@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from singularity.gateway_server.local_model import ChatRequest, ChatResult, Cont
 from singularity.gateway_server.routes import LOCAL_MODEL_ID, GatewayConfig, Router
 from singularity.gateway_server.server import Gateway, ServeOptions, create_app
 from singularity.tools.base import ToolDefinition
+from tests.support.brama import brama_serve
 from tests.support.polling import wait_for_async
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
@@ -440,7 +440,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
         [str(SINGULARITY), "brama", "serve", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,  # a hang detector: refusing takes seconds, minutes on a busy machine
         check=False,
     )
 
@@ -464,50 +464,14 @@ def live_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     secret = folder / "brama.secret"
     secret.write_text(SECRET + "\n")
     secret.chmod(0o600)
-    log = folder / "brama.log"
-    with log.open("wb") as stderr:
-        process = subprocess.Popen(
-            [
-                *(str(SINGULARITY), "brama", "serve", "--port", "0", "--model", "smollm2-135m"),
-                *("--secret-file", str(secret), "--prompt-cache-dir", str(folder / "prompts")),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        url = _await_listening(process, log)
+    flags = ("--model", "smollm2-135m", "--secret-file", str(secret))
+    with brama_serve(folder / "brama.log", *flags) as url:
         yield url, secret
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    assert "Traceback" not in log.read_text(), log.read_text()
-
-
-def _await_listening(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = re.search(r"listening on (http://\S+/)", log.read_text(errors="replace"))
-        if found:
-            url = found.group(1)
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(url + "health", timeout=2).json() == {"status": "ok"}:
-                        return url
-                except httpx.HTTPError:
-                    time.sleep(0.05)
-        if process.poll() is not None:
-            break
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError(f"brama serve did not start:\n{log.read_text()}")
 
 
 def test_the_live_gateway_refuses_unsigned_completions(live_gateway: tuple[str, Path]) -> None:
     url, _ = live_gateway
+    assert httpx.get(url + "health", timeout=10).json() == {"status": "ok"}
     body = {"model": "any", "messages": HI}
     refused = httpx.post(url + "v1/chat/completions", json=body, timeout=10)
     assert refused.status_code == 401

@@ -34,11 +34,16 @@ ASK: Any = [{"role": "user", "content": "Remember that the sea is blue."}]
 
 @contextlib.contextmanager
 def brama_serve(
-    log: Path, *flags: str, ready: str = "health", headers: Mapping[str, str] | None = None
+    log: Path,
+    *flags: str,
+    ready: str = "health",
+    headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """The gateway on a free loopback port: its base URL once `ready` answers 2xx.
 
     Evaluated prompts are kept beside `log` (not in the user's cache) unless `flags` say.
+    It runs in `log`'s folder, with `env` if given (else this process's environment).
     """
     if "--prompt-cache-dir" not in flags:
         flags = (*flags, "--prompt-cache-dir", str(log.parent / "prompts"))
@@ -47,6 +52,8 @@ def brama_serve(
             [str(SINGULARITY), "brama", "serve", "--port", "0", *flags],
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            cwd=log.parent,
+            env=None if env is None else dict(env),
         )
     try:
         yield _await_listening(process, log, ready, dict(headers or {}))
