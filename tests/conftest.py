@@ -65,6 +65,11 @@ def cli(
     return make_cli(tmp_path, monkeypatch, capsys)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that await work started with the session run last, so that it overlaps the most."""
+    items.sort(key=lambda item: "one_cycle_on_the_default_model" in item.fixturenames)
+
+
 _DEFAULT_MODEL = pytest.StashKey[tuple[Early[str], Early[Any] | None]]()
 
 
