@@ -84,7 +84,8 @@ def _await_listening(
         return bool(url)
 
     try:
-        wait_for(answering, "brama serve to answer", timeout=180, interval=0.1)
+        # A hang detector: the default model loads in seconds when idle, 80 s at a load of 20.
+        wait_for(answering, "brama serve to answer", timeout=600, interval=0.1)
     except AssertionError:
         process.kill()
         raise
