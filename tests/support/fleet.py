@@ -127,17 +127,22 @@ def cycles_of(state_dir: Path) -> int:
 
 
 def check_life(events: list[dict[str, Any]]) -> list[str]:
-    """What breaks the fleet's promises in a journal: cycles that overlap or repeat, a
+    """What breaks the fleet's promises in a journal: cycles that overlap or repeat (but a
+    cycle whose start a kill cut before its save starts again under its number), a
     reservation settled twice or never (except the newest, in flight), a debit twice."""
     problems: list[str] = []
     current = 0
+    since_start: list[str] = []
     for event in events:
         kind, cycle = event["type"], event.get("cycle")
         if kind == "cycle_started":
-            if cycle != current + 1:
+            if cycle != current + 1 and not (cycle == current and _cut_before_saved(since_start)):
                 problems.append(f"cycle {cycle} started after cycle {current}")
             current = int(cycle)
-        elif kind in ("cost_reserved", "cost_debited", "cost_released") and cycle != current:
+            since_start = []
+            continue
+        since_start.append(kind)
+        if kind in ("cost_reserved", "cost_debited", "cost_released") and cycle != current:
             problems.append(f"{kind} of cycle {cycle} inside cycle {current}")
     reserved = [e["operation_id"] for e in events if e["type"] == "cost_reserved"]
     settled = Counter(
@@ -152,6 +157,15 @@ def check_life(events: list[dict[str, Any]]) -> list[str]:
     if open_ones[:-1]:
         problems.append(f"reservations never settled: {open_ones[:-1]}")
     return problems
+
+
+def _cut_before_saved(since_start: list[str]) -> bool:
+    """Whether a cycle's start was cut by a kill before its state was saved (spec §7.2:
+    `cycle_started` is journaled, then the state saved): the being booted again and did
+    nothing in that cycle, so its next cycle has the same number."""
+    return "started" in since_start and not any(
+        kind.startswith(("cost_", "model_", "tool_", "cycle_")) for kind in since_start
+    )
 
 
 def verify(state_dir: Path) -> subprocess.CompletedProcess[str]:
