@@ -36,6 +36,7 @@ import httpx
 
 from singularity.errors import BramaError, RetryClass
 from singularity.gateway.auth import Auth, is_header_safe
+from singularity.gateway.encoding import WireCache
 from singularity.gateway.wire import Completion, completion_body, parse_completion
 from singularity.jsoncodec import compact_utf8, loads_strict
 from singularity.secrets import Scrubber
@@ -144,6 +145,8 @@ class BramaClient:
         self._max_response_bytes = max_response_bytes
         self._scrubber = scrubber or Scrubber()
         """The runtime's secrets, withheld from every body sent and every text received."""
+        self._wire = WireCache()
+        """The tools array, encoded once for as long as the catalogue stays the same."""
         self.last_request_body: bytes | None = None
         """The exact bytes of the last completion body sent (for tests and diagnostics)."""
         # trust_env=False: no proxy or certificate settings are read from the environment
@@ -242,11 +245,19 @@ class BramaClient:
     ) -> Completion:
         """`POST v1/chat/completions`, signed; the validated completion or a `BramaError`.
 
+        `messages` given as `EncodedMessages` are sent as the bytes they carry.
+
         `timeout` shortens the deadline of this one call (never lengthens it).
         """
         deadline = self.timeout if timeout is None else min(timeout, self.timeout)
         body = completion_body(
-            model, messages, self.max_tokens, self.temperature, tools, self.tool_choice
+            model,
+            messages,
+            self.max_tokens,
+            self.temperature,
+            tools,
+            self.tool_choice,
+            cache=self._wire,
         )
         scrub = self._scrubber
         if scrub.found_in(body):  # decision 32: no secret of the runtime is ever sent

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from singularity.errors import BramaError, JsonFailure, RetryClass
+from singularity.gateway.encoding import EncodedMessages, WireCache
 from singularity.jsoncodec import compact_utf8, loads_strict
 from singularity.secrets import Scrubber
 from singularity.text import safe_json
@@ -38,24 +39,34 @@ def completion_body(
     temperature: float,
     tools: Sequence[ToolDefinition],
     tool_choice: str | None = None,
+    *,
+    cache: WireCache | None = None,
 ) -> bytes:
     """The compact UTF-8 request body, keys `model, messages, max_tokens, temperature, tools`.
 
     `tools` is omitted when the catalogue is empty: OpenAI refuses an empty array. Spec §9.3
     sends no `tool_choice`; a configured one follows `tools` (llama-cpp-python's server
-    offers the tools to its model only when the request names one).
+    offers the tools to its model only when the request names one). The body is assembled
+    from each message's bytes (`EncodedMessages`, encoded now unless they already are) and
+    the tools array (kept in `cache`): the same bytes as encoding the whole document.
     """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [dict(message) for message in messages],
-        "max_tokens": max_tokens,
-        "temperature": temperature,
-    }
+    encoded = EncodedMessages.of(messages)
+    parts = [
+        b'{"model":',
+        compact_utf8(model),
+        b',"messages":[',
+        b",".join(encoded.encoded),
+        b'],"max_tokens":',
+        compact_utf8(max_tokens),
+        b',"temperature":',
+        compact_utf8(temperature),
+    ]
     if tools:
-        body["tools"] = [tool.wire() for tool in tools]
+        parts += [b',"tools":', (cache or WireCache()).tools(tools)]
         if tool_choice is not None:
-            body["tool_choice"] = tool_choice
-    return compact_utf8(body)
+            parts += [b',"tool_choice":', compact_utf8(tool_choice)]
+    parts.append(b"}")
+    return b"".join(parts)
 
 
 @dataclass(frozen=True)

@@ -11,17 +11,29 @@ message left the window are never sent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from singularity.domain.records import ChatMessage
-from singularity.jsoncodec import compact
+from singularity.jsoncodec import compact_utf8
 
 BYTES_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def message_size(message: ChatMessage) -> int:
+    """The bytes of the message's compact UTF-8 JSON, as a request carries it."""
+    return len(compact_utf8(message))
+
+
+def tokens_of_size(size: int) -> int:
+    """The token estimate of a message of `size` bytes: 4 bytes a token, rounded up, plus
+    framing overhead."""
+    return -(-size // BYTES_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS
 
 
 def estimate_tokens(message: ChatMessage) -> int:
-    """A token estimate of one message: 4 bytes a token, rounded up, plus framing overhead."""
-    return -(-len(compact(message).encode("utf-8", "surrogatepass")) // BYTES_PER_TOKEN) + 4
+    """A token estimate of one message (`tokens_of_size` of its `message_size`)."""
+    return tokens_of_size(message_size(message))
 
 
 def _positions(messages: Sequence[ChatMessage], wanted: Sequence[ChatMessage]) -> list[int]:
@@ -34,17 +46,21 @@ def select_context(
     messages: Sequence[ChatMessage],
     budget_tokens: int,
     opening: Sequence[ChatMessage] | None = None,
+    *,
+    size_of: Callable[[ChatMessage], int] = message_size,
 ) -> list[ChatMessage]:
     """The messages to send after the system message.
 
     `opening` is the current cycle's opening messages, the very objects appended to the
-    conversation; without it the last `user` message is taken as the opening.
+    conversation; without it the last `user` message is taken as the opening. `size_of`
+    gives a message's `message_size` (a caller that keeps each message's bytes passes
+    its lookup, so that no message is encoded again).
     """
     if opening is None:
         users = [i for i, message in enumerate(messages) if message["role"] == "user"]
         opening = [messages[users[-1]]] if users else []
     head = list(opening)
-    costs = [estimate_tokens(message) for message in messages]
+    costs = [tokens_of_size(size_of(message)) for message in messages]
     suffix = [0] * (len(messages) + 1)
     for index in range(len(messages) - 1, -1, -1):
         suffix[index] = suffix[index + 1] + costs[index]
@@ -60,7 +76,7 @@ def select_context(
         rounds_from = present[-1] + 1
     # The opening, then the newest whole rounds of the cycle that fit with it. A round
     # starts at an assistant message; tool results never start what is sent.
-    left = budget_tokens - sum(estimate_tokens(message) for message in head)
+    left = budget_tokens - sum(tokens_of_size(size_of(message)) for message in head)
     starts = [
         index
         for index in range(rounds_from, len(messages))

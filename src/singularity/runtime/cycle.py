@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from singularity.domain import events, notices
 from singularity.domain.records import ChatMessage, ToolCall
 from singularity.errors import RetryClass, SingularityError, UpstreamError
+from singularity.gateway.encoding import EncodedMessages, WireCache
 from singularity.jsoncodec import compact
 from singularity.mind.context import select_context
 from singularity.mind.framing import framing_text, stimulus_text
@@ -106,6 +107,8 @@ class Life:
     """The operator's messages for a cycle, delivered right after its framing."""
     meter: PromptMeter = field(default_factory=PromptMeter)
     """The newest reported prompt size, shared by every copy of this life (pulses)."""
+    wire: WireCache = field(default_factory=WireCache)
+    """Each message's request bytes, encoded once (shared like `meter`)."""
 
     def report(self, status: CycleStatus, actions: list[str], final: str | None) -> CycleReport:
         """A report of the being's current numbers."""
@@ -123,28 +126,31 @@ class Life:
         )
 
 
-def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -> list[ChatMessage]:
-    """The system message from the mind, then the conversation that fits the context.
+def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -> EncodedMessages:
+    """The system message from the mind, then the conversation that fits the context, each
+    with its request bytes.
 
     `opening` is the current cycle's framing (and stimulus): always sent, even after the
     conversation window archived it.
     """
-    being = life.being
+    being, wire = life.being, life.wire
     sections = "".join(extension.prompt_section() for extension in life.extensions)
     text = system_message_text(being.state.mind, sections)
     system: ChatMessage = {"role": "system", "content": text}
     visible = [being.revealed(message) for message in being.state.conversation]
-    return [system, *select_context(visible, life.limits.context_tokens, opening)]
+    chosen = select_context(visible, life.limits.context_tokens, opening, size_of=wire.size_of)
+    wire.keep_only([*visible, *(opening or ())])
+    return wire.encode([system, *chosen])
 
 
-def plan_call(life: Life, messages: Sequence[ChatMessage]) -> Reservation:
+def plan_call(life: Life, messages: Sequence[Mapping[str, Any]]) -> Reservation:
     """The reservation of a model call that sends `messages` with the whole catalogue."""
     return plan(
         life.prices,
         life.being.state.budget,
         life.meter,
-        messages,
-        fixed_bytes=len(compact(life.catalogue.wire()).encode("utf-8", "surrogatepass")),
+        life.wire.encode(messages).encoded,
+        fixed_bytes=len(life.wire.tools(life.catalogue.definitions)),
         max_tokens=life.limits.max_tokens,
         timeout_secs=life.limits.http_timeout_secs,
     )

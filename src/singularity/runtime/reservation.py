@@ -21,17 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from singularity.domain.budget import Budget
-from singularity.jsoncodec import compact
 from singularity.runtime import ledger
 
 MIN_DEADLINE_SECS = 1.0
-
-
-def _size(text: str) -> int:
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass
@@ -39,9 +33,9 @@ class PromptMeter:
     """The newest round the gateway reported prompt tokens for: the count and what it sent."""
 
     tokens: int | None = None
-    sent: frozenset[str] = field(default_factory=frozenset)
+    sent: frozenset[bytes] = field(default_factory=frozenset)
 
-    def measured(self, texts: Sequence[str], prompt_tokens: int) -> None:
+    def measured(self, texts: Sequence[bytes], prompt_tokens: int) -> None:
         """Remember a round's reported prompt tokens (a report of zero tells nothing)."""
         if prompt_tokens > 0:
             self.tokens = prompt_tokens
@@ -55,19 +49,21 @@ class Reservation:
     charge: ledger.Charge
     deadline_secs: float
     shortest_secs: float
-    texts: tuple[str, ...]
+    texts: tuple[bytes, ...]
+    """The compact UTF-8 JSON of each message the call sends."""
 
     def affordable(self, budget: Budget) -> bool:
         """Whether the being can make the call: solvent, enough time, the worst case covered."""
         return self.deadline_secs >= self.shortest_secs and ledger.can_cover(budget, self.charge)
 
 
-def prompt_estimate(meter: PromptMeter, texts: Sequence[str], fixed_bytes: int) -> int:
-    """The most prompt tokens a request of these messages (and `fixed_bytes` more) can be."""
-    every_byte = sum(_size(text) + 1 for text in texts) + 1 + fixed_bytes
+def prompt_estimate(meter: PromptMeter, texts: Sequence[bytes], fixed_bytes: int) -> int:
+    """The most prompt tokens a request of these encoded messages (and `fixed_bytes` more)
+    can be."""
+    every_byte = sum(len(text) + 1 for text in texts) + 1 + fixed_bytes
     if meter.tokens is None:
         return every_byte
-    added = sum(_size(text) + 1 for text in texts if text not in meter.sent)
+    added = sum(len(text) + 1 for text in texts if text not in meter.sent)
     return min(every_byte, meter.tokens + added)
 
 
@@ -75,14 +71,15 @@ def plan(
     prices: ledger.Prices,
     budget: Budget,
     meter: PromptMeter,
-    messages: Sequence[Any],
+    messages: Sequence[bytes],
     *,
     fixed_bytes: int,
     max_tokens: int,
     timeout_secs: float,
 ) -> Reservation:
-    """The reservation of a call sending `messages` (and `fixed_bytes` of tool definitions)."""
-    texts = tuple(compact(message) for message in messages)
+    """The reservation of a call sending `messages`, each as its compact UTF-8 JSON (and
+    `fixed_bytes` of tool definitions)."""
+    texts = tuple(messages)
     tokens = prompt_estimate(meter, texts, fixed_bytes)
     token_worst = ledger.token_cost(prices, tokens, max_tokens)
     deadline = ledger.affordable_deadline(prices, budget, token_worst, timeout_secs)

@@ -1,0 +1,151 @@
+"""Request parts encoded once (`gateway.encoding`): the body assembled from each message's
+bytes is the body of the whole document, and a kept encoding is never stale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from singularity.gateway.encoding import EncodedMessages, WireCache
+from singularity.gateway.wire import completion_body
+from singularity.jsoncodec import compact_utf8
+from singularity.mind.context import estimate_tokens, message_size, select_context
+from singularity.tools.base import ToolDefinition
+
+TOOLS = [
+    ToolDefinition("t", "Ręczne narzędzie.", {"type": "object", "properties": {}}),
+    ToolDefinition("u", "Another.", {"type": "object", "properties": {"x": {"type": "integer"}}}),
+]
+
+
+def whole_document(
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    temperature: float,
+    tools: list[ToolDefinition],
+    tool_choice: str | None,
+) -> bytes:
+    """The request body as the whole document, encoded at once (spec §9.3)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+    }
+    if tools:
+        body["tools"] = [tool.wire() for tool in tools]
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
+    return compact_utf8(body)
+
+
+# Any text, lone surrogates included (written as U+FFFD), and any JSON value inside.
+texts = st.text(st.characters(codec=None), max_size=12)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+messages = st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"])}).flatmap(
+        lambda head: st.dictionaries(texts, values, max_size=3).map(lambda rest: {**head, **rest})
+    ),
+    max_size=5,
+)
+
+
+@given(
+    model=texts,
+    messages=messages,
+    max_tokens=st.integers(0, 10**6),
+    temperature=st.floats(0, 2),
+    tools=st.sampled_from([[], TOOLS[:1], TOOLS]),
+    tool_choice=st.none() | texts,
+)
+@example(model="m", messages=[{"role": "user", "content": "\ud800x"}], max_tokens=5,
+         temperature=1.0, tools=TOOLS, tool_choice="auto")
+def test_the_assembled_body_is_the_whole_documents_bytes(
+    model: str,
+    messages: list[dict[str, Any]],
+    max_tokens: int,
+    temperature: float,
+    tools: list[ToolDefinition],
+    tool_choice: str | None,
+) -> None:
+    expected = whole_document(model, messages, max_tokens, temperature, tools, tool_choice)
+    cache = WireCache()
+    plain = completion_body(model, messages, max_tokens, temperature, tools, tool_choice)
+    encoded = completion_body(
+        model, cache.encode(messages), max_tokens, temperature, tools, tool_choice, cache=cache
+    )
+    assert plain == encoded == expected
+
+
+@given(messages)
+def test_a_messages_size_is_its_request_bytes(messages: list[dict[str, Any]]) -> None:
+    cache = WireCache()
+    for message in messages:
+        assert message_size(message) == cache.size_of(message) == len(compact_utf8(message))
+
+
+def test_each_message_is_encoded_once_while_it_is_kept() -> None:
+    cache = WireCache()
+    message = {"role": "user", "content": "hello"}
+    first = cache.bytes_of(message)
+    assert first == b'{"role":"user","content":"hello"}'
+    assert cache.bytes_of(message) is first
+    assert cache.encode([message]).encoded[0] is first
+
+
+def test_a_replaced_value_is_encoded_anew() -> None:
+    # Withholding a secret replaces a message's values in place (LiveBeing).
+    cache = WireCache()
+    message: dict[str, Any] = {"role": "tool", "content": "token sk-secret"}
+    cache.bytes_of(message)
+    message["content"] = "token [withheld]"
+    assert cache.bytes_of(message) == b'{"role":"tool","content":"token [withheld]"}'
+    message["name"] = "t"
+    assert cache.bytes_of(message) == b'{"role":"tool","content":"token [withheld]","name":"t"}'
+
+
+def test_forgotten_messages_are_encoded_again() -> None:
+    cache = WireCache()
+    kept, gone = {"role": "user", "content": "a"}, {"role": "user", "content": "b"}
+    kept_bytes, gone_bytes = cache.bytes_of(kept), cache.bytes_of(gone)
+    cache.keep_only([kept])
+    assert cache.bytes_of(kept) is kept_bytes
+    again = cache.bytes_of(gone)
+    assert again == gone_bytes and again is not gone_bytes
+
+
+def test_the_tools_array_follows_the_definitions() -> None:
+    cache = WireCache()
+    assert cache.tools([]) == b"[]"
+    both = cache.tools(TOOLS)
+    assert both == compact_utf8([tool.wire() for tool in TOOLS])
+    assert cache.tools(list(TOOLS)) is both
+    assert cache.tools(TOOLS[:1]) == compact_utf8([TOOLS[0].wire()])
+
+
+def test_encoded_messages_are_a_sequence_of_their_messages() -> None:
+    listed = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    encoded = EncodedMessages.of(listed)
+    assert list(encoded) == listed and len(encoded) == 2 and encoded[1] == listed[1]
+    assert encoded[1:].encoded == (b'{"role":"assistant","content":"b"}',)
+    assert EncodedMessages.of(encoded) is encoded
+
+
+def test_context_selection_with_kept_sizes_selects_what_it_always_did() -> None:
+    cache = WireCache()
+    window = [
+        {"role": "user", "content": "x" * 400},
+        {"role": "assistant", "content": "y" * 400},
+        {"role": "user", "content": "z" * 40},
+    ]
+    budget = estimate_tokens(window[2]) + 1
+    assert select_context(window, budget, size_of=cache.size_of) == [window[2]]
+    assert select_context(window, budget) == [window[2]]
+    assert select_context(window, 10_000, size_of=cache.size_of) == window
