@@ -1,26 +1,32 @@
-"""Durable rounds per second: our runtime against LangGraph's agent, side by side.
+"""Durable rounds per second at several cycle lengths: ours against LangGraph and the OpenAI
+Agents SDK, side by side.
 
-    .venv/bin/python -m bench.rounds [--rounds 100] [--repeats 3]
-                                     [--durability sync,async,exit] [--no-langgraph]
+    .venv/bin/python -m bench.rounds [--lengths 1,8,100] [--repeats 3]
+                                     [--durability sync] [--sides singularity,langgraph,agents]
 
 One round is a model round trip to the loopback scripted server (zero think time), one
-tool call (`singularity_memory_remember`) and everything persisted for them. The scenario
-is `--rounds` tool-call turns, then a text turn that ends the cycle; a run is timed from the
-opening user message to the final answer, and rounds per second is `--rounds` over that.
-Setup (creating the being, booting) is not timed.
+tool call (`singularity_memory_remember`) and everything persisted for them. A cycle of
+length L is L tool-call turns, then a text turn that ends it; it is timed from the opening
+user message to the final answer, and rounds per second is L over that time, so the fixed
+cost of a cycle (what comes before its first and after its last model call) weighs on
+short cycles. Each run creates a being, boots it and lives one warm-up cycle of one round
+(the first cycle after a boot: for ours the sanctum is opened, and seeded at birth), then
+the timed cycle; neither setup nor the warm-up is in the rate, the warm-up's time is
+reported beside it.
 
-- ours: `Runtime.once()` on a booted being (`max_tool_rounds` above the scenario's), which
-  per round journals the reservation, the completion and the debit, runs the tool, journals
-  it and saves the state, every append fdatasynced and every save fsynced with its directory;
-- LangGraph (`bench/langgraph_rounds.py`, needs the `bench` extra): the prebuilt agent with
-  its SQLite checkpointer, with `durability="sync"` (each step's checkpoint committed before
-  the next step: the durable comparison), with LangGraph's default `"async"` (committed
-  while the next step runs), and with `"exit"` (one checkpoint when the run ends, so not
-  durable per step: it shows what LangGraph costs before persistence).
+- ours: `Runtime.once()` on a booted being (`max_tool_rounds` L + 1), which per round
+  journals the reservation, the completion and the debit, runs the tool, journals it and
+  saves the state, every append fdatasynced and every save fsynced with its directory;
+- LangGraph (`bench/langgraph_rounds.py`): the prebuilt agent with its SQLite checkpointer,
+  `durability="sync"` (each step's checkpoint committed before the next step: the durable
+  comparison; `async` and `exit` can be added with `--durability`);
+- the Agents SDK (`bench/agents_rounds.py`): `Runner.run` with its SQLite session, which
+  commits each turn's items before the next model call.
 
-Both run against the same `ScriptedServer` in this process, for a fresh and for a full being
-(1000 memories of 16 KiB, a full window of 400 messages / 1 MiB), repeats interleaved.
-Prints a table and writes the figures to `bench/results/rounds-<time>.json`.
+All run against the same `ScriptedServer` in this process, for a fresh and for a full being
+(1000 memories of 16 KiB, a full window of 400 messages / 1 MiB), sides interleaved and
+their order reversed on every other repeat. Prints a table and writes the figures to
+`bench/results/rounds-<time>.json`. The other sides need the `bench` extra.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import shutil
 import statistics
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from singularity.runtime.lifecycle import Runtime
 from singularity.testing.scripted_server import ScriptedServer, Turn
 
 KINDS = ("fresh", "full")
+WARM_UP_ROUNDS = 1
 OPENING = (
     "Begin autonomous cycle 1. Balance: 10 USD. Earned: 0 USD. Net profit: 0 USD. "
     "Current model: scripted-model. Recent actions: . Inspect opportunities and choose the "
@@ -57,6 +65,17 @@ def script(rounds: int) -> list[Turn]:
     return [*calls, Turn.text("done")]
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One run: the warm-up cycle's seconds and the timed cycle's."""
+
+    first: float
+    timed: float
+
+
+Runner = Callable[[Path, ScriptedServer, str, int], Sample]
+
+
 def _served(server: ScriptedServer) -> tuple[int, float]:
     """How many completions the server answered since the last call, and their mean KiB;
     the recorded requests are dropped (the server keeps every body otherwise)."""
@@ -67,8 +86,7 @@ def _served(server: ScriptedServer) -> tuple[int, float]:
     return len(completions), mean
 
 
-async def ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> float:
-    """Seconds our runtime takes to live the scenario once."""
+async def _ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
     state_dir, workspace = directory / "state", directory / "workspace"
     workspace.mkdir()
     flags: dict[str, object] = {
@@ -80,148 +98,207 @@ async def ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) 
     }
     make_being(state_dir, "empty" if kind == "fresh" else "full", **flags).close()
     runtime = Runtime.boot(settings_for(state_dir, resume=True, **flags))
+    loop = asyncio.get_running_loop()
+    spent: list[float] = []
     try:
-        server.add(*script(rounds))
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        report = await runtime.once()
-        elapsed = loop.time() - started
+        for length in (WARM_UP_ROUNDS, rounds):
+            server.add(*script(length))
+            started = loop.time()
+            report = await runtime.once()
+            spent.append(loop.time() - started)
+            if report.status != "completed" or len(report.actions) != length:
+                raise RuntimeError(f"our run did not live the scenario: {report}")
     finally:
         await runtime.shutdown()
-    if report.status != "completed" or len(report.actions) != rounds:
-        raise RuntimeError(f"our run did not live the scenario: {report}")
-    return elapsed
+    return Sample(*spent)
+
+
+def ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+    """Our runtime: a warm-up cycle, then a cycle of `rounds`."""
+    return asyncio.run(_ours(directory, server, kind, rounds))
+
+
+def _langgraph(durability: str, sqlite: dict[str, Any], sdk_share: dict[str, list[float]]
+               ) -> Runner:
+    from bench import langgraph_rounds
+
+    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+        being = langgraph_rounds.LangGraphBeing(directory, server.url, kind, durability)
+        try:
+            sqlite[f"langgraph-{durability}"] = being.sqlite_settings()
+            server.add(*script(WARM_UP_ROUNDS))
+            first, _ = being.live(OPENING)
+            server.add(*script(rounds))
+            timed, preparing = being.live(OPENING)
+        finally:
+            being.close()
+        sdk_share.setdefault(f"{kind}-{rounds}", []).append(preparing / timed)
+        return Sample(first, timed)
+
+    return run
+
+
+def _agents(sqlite: dict[str, Any]) -> Runner:
+    from bench import agents_rounds
+
+    async def lived(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+        being = agents_rounds.AgentsBeing(directory, server.url, kind)
+        try:
+            await being.fill()
+            sqlite["agents-sqlite"] = being.sqlite_settings()
+            spent = []
+            for length in (WARM_UP_ROUNDS, rounds):
+                server.add(*script(length))
+                spent.append(await being.live(OPENING, length))
+        finally:
+            await being.close()
+        return Sample(*spent)
+
+    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+        return asyncio.run(lived(directory, server, kind, rounds))
+
+    return run
+
+
+def sides(args: argparse.Namespace) -> tuple[dict[str, Runner], dict[str, Any]]:
+    """The runner of each side asked for, and what describes the baselines."""
+    wanted = args.sides.split(",")
+    runners: dict[str, Runner] = {"singularity": ours}
+    about: dict[str, Any] = {"versions": {}, "sqlite": {}, "langgraph_openai_sdk_share": {}}
+    if "langgraph" in wanted:
+        from bench import langgraph_rounds
+
+        about["versions"].update(langgraph_rounds.versions())
+        for durability in args.durability.split(","):
+            runners[f"langgraph-{durability}"] = _langgraph(
+                durability, about["sqlite"], about["langgraph_openai_sdk_share"]
+            )
+    if "agents" in wanted:
+        from bench import agents_rounds
+
+        about["versions"].update(agents_rounds.versions())
+        runners["agents-sqlite"] = _agents(about["sqlite"])
+    return runners, about
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    """Run every side for every kind, `--repeats` times, interleaved."""
-    runners: dict[str, Callable[[Path, ScriptedServer, str], float]] = {
-        "singularity": lambda d, s, k: asyncio.run(ours(d, s, k, args.rounds))
-    }
-    versions: dict[str, str] = {}
-    sqlite: dict[str, Any] = {}
-    sdk_share: dict[str, dict[str, list[float]]] = {kind: {} for kind in KINDS}
-    if not args.no_langgraph:
-        from bench import langgraph_rounds
-
-        versions = langgraph_rounds.versions()
-        for durability in args.durability.split(","):
-            runners[f"langgraph-{durability}"] = _langgraph_runner(
-                langgraph_rounds, durability, args.rounds, sqlite, sdk_share
-            )
-    seconds: dict[str, dict[str, list[float]]] = {k: {n: [] for n in runners} for k in KINDS}
-    request_kib: dict[str, dict[str, float]] = {k: {} for k in KINDS}
+    """Every side, being and length, `--repeats` times, interleaved."""
+    runners, about = sides(args)
+    lengths = [int(length) for length in args.lengths.split(",")]
+    samples: dict[str, list[Sample]] = {}
+    request_kib: dict[str, float] = {}
     root = Path(tempfile.mkdtemp(prefix="singularity-bench-", dir=args.dir))
     environment = machine(root)
     try:
         with ScriptedServer(default=None) as server:
             for repeat in range(args.repeats):
                 names = list(runners) if repeat % 2 == 0 else list(reversed(runners))
-                for kind in KINDS:
-                    for name in names:
-                        directory = root / f"{kind}-{name}-{repeat}"
-                        directory.mkdir()
-                        _served(server)
-                        seconds[kind][name].append(runners[name](directory, server, kind))
-                        answered, kib = _served(server)
-                        if answered != args.rounds + 1:
-                            raise RuntimeError(f"{name} made {answered} model calls")
-                        request_kib[kind][name] = kib
-                        shutil.rmtree(directory)
-                        print(f"  {kind:5} {name:18} {args.rounds / seconds[kind][name][-1]:8.1f}"
-                              " rounds/s", flush=True)
+                for length in lengths:
+                    for kind in KINDS:
+                        for name in names:
+                            directory = root / f"{kind}-{length}-{name}-{repeat}"
+                            directory.mkdir()
+                            _served(server)
+                            sample = runners[name](directory, server, kind, length)
+                            answered, kib = _served(server)
+                            expected = WARM_UP_ROUNDS + 1 + length + 1
+                            if answered != expected:
+                                raise RuntimeError(
+                                    f"{name} made {answered} model calls, not {expected}"
+                                )
+                            key = f"{kind}/{length}/{name}"
+                            samples.setdefault(key, []).append(sample)
+                            request_kib[key] = kib
+                            shutil.rmtree(directory)
+                            print(f"  {kind:5} {length:4} {name:16} "
+                                  f"{length / sample.timed:8.1f} rounds/s "
+                                  f"(first cycle {sample.first * 1000:.0f} ms)", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    document = _results(args, seconds, request_kib, environment, versions, sqlite)
-    for result in document["results"]:
-        shares = sdk_share[result["being"]]
-        result["langgraph_openai_sdk_share_median"] = {
-            name: statistics.median(values) for name, values in shares.items()
-        }
-    return document
-
-
-def _langgraph_runner(
-    module: Any,
-    durability: str,
-    rounds: int,
-    sqlite: dict[str, Any],
-    sdk_share: dict[str, dict[str, list[float]]],
-) -> Callable[[Path, ScriptedServer, str], float]:
-    name = f"langgraph-{durability}"
-
-    def run(directory: Path, server: ScriptedServer, kind: str) -> float:
-        being = module.LangGraphBeing(directory, server.url, kind, durability)
-        try:
-            sqlite.update(being.sqlite_settings())
-            server.add(*script(rounds))
-            elapsed, preparing = being.live(OPENING)
-        finally:
-            being.close()
-        sdk_share[kind].setdefault(name, []).append(preparing / elapsed)
-        return float(elapsed)
-
-    return run
+    return _results(args, lengths, list(runners), samples, request_kib, environment, about)
 
 
 def _results(
     args: argparse.Namespace,
-    seconds: dict[str, dict[str, list[float]]],
-    request_kib: dict[str, dict[str, float]],
+    lengths: list[int],
+    names: list[str],
+    samples: dict[str, list[Sample]],
+    request_kib: dict[str, float],
     environment: dict[str, Any],
-    versions: dict[str, str],
-    sqlite: dict[str, Any],
+    about: dict[str, Any],
 ) -> dict[str, Any]:
     results = []
-    for kind in KINDS:
-        rates = {n: [args.rounds / s for s in runs] for n, runs in seconds[kind].items()}
-        medians = {n: statistics.median(r) for n, r in rates.items()}
-        ratios = {
-            f"singularity/{n}": medians["singularity"] / m
-            for n, m in medians.items()
-            if n != "singularity"
-        }
-        results.append(
-            {
-                "being": kind,
-                "rounds_per_second_median": medians,
-                "rounds_per_second_runs": rates,
-                "ms_per_round_median": {n: 1000 / m for n, m in medians.items()},
-                "ratio": ratios,
-                "request_kib_mean": request_kib[kind],
+    for length in lengths:
+        for kind in KINDS:
+            rates = {
+                name: [length / s.timed for s in samples[f"{kind}/{length}/{name}"]]
+                for name in names
             }
-        )
+            medians = {name: statistics.median(r) for name, r in rates.items()}
+            results.append(
+                {
+                    "length": length,
+                    "being": kind,
+                    "rounds_per_second_median": medians,
+                    "rounds_per_second_runs": rates,
+                    "ms_per_round_median": {n: 1000 / m for n, m in medians.items()},
+                    "first_cycle_ms_median": {
+                        name: 1000 * statistics.median(
+                            s.first for s in samples[f"{kind}/{length}/{name}"]
+                        )
+                        for name in names
+                    },
+                    "ratio": {
+                        f"singularity/{name}": medians["singularity"] / medians[name]
+                        for name in names
+                        if name != "singularity"
+                    },
+                    "request_kib_mean": {
+                        name: request_kib[f"{kind}/{length}/{name}"] for name in names
+                    },
+                }
+            )
+    for length in lengths:
+        fresh = next(r for r in results if r["length"] == length and r["being"] == "fresh")
+        full = next(r for r in results if r["length"] == length and r["being"] == "full")
+        full["full_over_fresh"] = {
+            name: full["rounds_per_second_median"][name] / fresh["rounds_per_second_median"][name]
+            for name in names
+        }
     return {
         "benchmark": "rounds",
-        "command": f"python -m bench.rounds --rounds {args.rounds} --repeats {args.repeats}"
-        + (" --no-langgraph" if args.no_langgraph else f" --durability {args.durability}"),
+        "command": (
+            f"python -m bench.rounds --lengths {args.lengths} --repeats {args.repeats} "
+            f"--sides {args.sides} --durability {args.durability}"
+        ),
         "machine": environment,
-        "langgraph_versions": versions,
-        "langgraph_sqlite": sqlite,
+        "baselines": about,
         "results": results,
     }
 
 
 def render(document: dict[str, Any]) -> str:
-    """The table printed at the end: one row per being and side."""
+    """The table printed at the end: one row per length, being and side."""
     headers = [
-        "being", "side", "rounds/s", "ms/round", "ours ÷ this", "request KiB", "in OpenAI SDK"
+        "length", "being", "side", "rounds/s", "ms/round", "ours ÷ this", "full ÷ fresh",
+        "first cycle ms", "request KiB",
     ]
     rows = []
     for result in document["results"]:
-        shares = result.get("langgraph_openai_sdk_share_median", {})
         for name, rate in result["rounds_per_second_median"].items():
             ratio = result["ratio"].get(f"singularity/{name}")
-            share = shares.get(name)
+            over = result.get("full_over_fresh", {}).get(name)
             rows.append(
                 [
+                    str(result["length"]),
                     result["being"],
                     name,
                     f"{rate:.1f}",
                     f"{1000 / rate:.1f}",
                     "—" if ratio is None else f"{ratio:.2f}x",
+                    "—" if over is None else f"{over:.2f}x",
+                    f"{result['first_cycle_ms_median'][name]:.0f}",
                     f"{result['request_kib_mean'][name]:.0f}",
-                    "—" if share is None else f"{share:.0%}",
                 ]
             )
     return table(headers, rows)
@@ -229,12 +306,14 @@ def render(document: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.rounds", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=100, help="tool rounds per run")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per being and side")
+    parser.add_argument("--lengths", default="1,8,100", help="tool rounds per timed cycle")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per length, being, side")
     parser.add_argument(
-        "--durability", default="sync,async,exit", help="LangGraph durability modes to run"
+        "--sides", default="singularity,langgraph,agents", help="which sides to run"
     )
-    parser.add_argument("--no-langgraph", action="store_true", help="only our runtime")
+    parser.add_argument(
+        "--durability", default="sync", help="LangGraph durability modes (sync,async,exit)"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where the beings are written")
     args = parser.parse_args(argv)
     document = measure(args)
