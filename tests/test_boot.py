@@ -83,7 +83,7 @@ def _create(state_dir: Path, **extra: object) -> bytes:
     being.state.budget.remaining = Decimal("7.25")
     being.journal(events.stopped(being.now(), 3, "stopped"))
     being.state.status = "stopped"
-    being.save()
+    being.checkpoint()  # a clean stop: state.json alone is current
     being.close()
     return (state_dir / "state.json").read_bytes()
 
@@ -194,7 +194,9 @@ def test_the_message_uses_the_directory_as_configured(tmp_path: Path) -> None:
 # --- row 4: state, --resume ----------------------------------------------------------------
 
 
-def test_resume_with_matching_identity_continues_the_stored_being(tmp_path: Path) -> None:
+def test_resume_with_matching_identity_continues_the_stored_being(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     state_dir = tmp_path / "state"
     saved = _create(state_dir)
     being = _open(state_dir, resume=True)
@@ -203,11 +205,11 @@ def test_resume_with_matching_identity_continues_the_stored_being(tmp_path: Path
         assert being.state.to_json() == saved
         assert being.state.cycle == 3
         assert being.state.mind.rules == ["kept across resumes"]
-        assert [event["type"] for event in being.activity.events_at_open] == [
+        assert [event["type"] for event in being.events_at_open] == [
             "started",
             "stopped",
         ]
-        assert being.activity.repaired_bytes == 0
+        assert "activity.jsonl" not in caplog.text  # nothing to repair
     finally:
         being.close()
     assert (state_dir / "state.json").read_bytes() == saved  # opening alone writes nothing
@@ -309,14 +311,17 @@ def test_resume_of_malformed_state_is_a_json_failure(tmp_path: Path) -> None:
     assert _snapshot(state_dir) == before
 
 
-def test_resume_repairs_a_torn_journal_tail(tmp_path: Path) -> None:
+def test_resume_repairs_a_torn_journal_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     state_dir = tmp_path / "state"
     _create(state_dir)
     journal = (state_dir / "activity.jsonl").read_bytes()
     (state_dir / "activity.jsonl").write_bytes(journal + b'{"type":"cycle_sta')
     being = _open(state_dir, resume=True)
     try:
-        assert being.activity.repaired_bytes == len(b'{"type":"cycle_sta')
+        torn = len(b'{"type":"cycle_sta')
+        assert f"cut a torn last line of {torn} bytes from activity.jsonl" in caplog.text
     finally:
         being.close()
     assert (state_dir / "activity.jsonl").read_bytes() == journal

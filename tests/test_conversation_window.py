@@ -5,9 +5,9 @@ is smaller; the newest message always stays); a message leaving the window is fi
 appended to `conversation.jsonl` as `{"seq": n, "message": …}`, so every message the
 being ever had is in exactly one of the two, in order, with `seq` counting from 0; what
 a round sends stays within the context budget however long the being lives; and a crash
-between an archive append and the state save is repaired at the next open (the
-archive's extra lines are cut), while an archive shorter than the state says refuses
-to open.
+that cut an archive append short is repaired at the next open (extra lines are cut,
+lines a logged step moved are written back from `state.redo`), while an archive shorter
+than the checkpoint says refuses to open.
 """
 
 from __future__ import annotations
@@ -218,30 +218,29 @@ def test_duplicate_archive_lines_left_by_a_crash_are_cut_at_open(root: Path) -> 
         reopened.close()
 
 
-def test_a_save_that_fails_after_archiving_is_repaired_at_the_next_open(root: Path) -> None:
+def test_a_step_cut_short_after_its_record_is_repaired_at_the_next_open(root: Path) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 10
     expected = _grow(being, 12)
     being.save()
-    saved = json.loads((root / "being" / "state.json").read_text())
+    assert len(archive_lines(root)) == 2
     more = _grow(being, 7, start=12)
-    fsio.arm_failpoints("state.rename=eio")
+    fsio.arm_failpoints("archive.write=eio")
     try:
-        with pytest.raises(FatalIoError):
+        with pytest.raises(FatalIoError, match=r"cannot append to conversation\.jsonl"):
             being.save()
     finally:
         fsio.arm_failpoints("")
         being.close()
-    # The archive got the messages that left the window; the state never said so.
-    assert len(archive_lines(root)) == 9
-    assert json.loads((root / "being" / "state.json").read_text()) == saved
+    # The step is durable in state.redo; the archive never got the messages it moved.
+    assert len(archive_lines(root)) == 2
     reopened = open_at(root, resume=True)
     try:
-        assert_exactly_once(root, reopened, expected)
-        assert len(archive_lines(root)) == 2
-        reopened.state.conversation.extend(more)  # the being lives on from what was saved
-        reopened.save()
         assert_exactly_once(root, reopened, expected + more)
+        assert len(archive_lines(root)) == 9
+        later = _grow(reopened, 3, start=19)  # the being lives on from what was saved
+        reopened.save()
+        assert_exactly_once(root, reopened, expected + more + later)
     finally:
         reopened.close()
 
@@ -250,7 +249,7 @@ def test_an_archive_missing_lines_refuses_to_open(root: Path) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 5
     _grow(being, 12)
-    being.save()
+    being.checkpoint()  # state.json alone says what was archived: no log to write it back
     being.close()
     path = root / "being" / "conversation.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)

@@ -42,7 +42,7 @@ from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.verify import verify_state_dir
 from singularity.storage.activity import Event, read_events
 from singularity.storage.fsio import open_dir
-from singularity.storage.statedir import peek_state
+from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import ScriptedServer
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import FILES, file_version, turns

@@ -19,7 +19,7 @@ import pytest
 from singularity.config import resolve
 from singularity.runtime.being import open_being
 from singularity.runtime.verify import verify_state_dir
-from singularity.storage.statedir import peek_state
+from singularity.store.directory import peek_state
 
 WORKER = Path(__file__).parent / "support" / "state_worker.py"
 DEFAULT_KILLS = 60

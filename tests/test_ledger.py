@@ -24,6 +24,7 @@ from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.verify import verify_state_dir
+from tests.support.journal_ahead import close_with_journal_ahead
 from tests.support.loop_http import all_events, journal, state_of
 
 PRICES = ledger.Prices(Decimal("2.5"), Decimal(10), Decimal(3))
@@ -146,6 +147,7 @@ def test_a_debit_is_capped_so_remaining_never_goes_negative(tmp_path: Path) -> N
         assert budget.remaining == 0
         assert (budget.api_spent, budget.instance_spent) == (Decimal("0.4"), Decimal("0.1"))
         assert budget.last_operation == "op-1"
+        being.save()
     finally:
         being.close()
     [event] = journal(tmp_path)
@@ -170,6 +172,7 @@ def test_revenue_cannot_be_negative(tmp_path: Path) -> None:
         assert being.state.budget.earned == 0
         assert ledger.credit(being, Decimal("1e-13"), "finance__x") == Decimal("1e-13")
         assert render_money(being.state.budget.remaining) == "10.0000000000001"
+        being.save()
     finally:
         being.close()
     assert [e["amount"] for e in journal(tmp_path)] == ["0.0000000000001"]
@@ -183,7 +186,7 @@ def test_a_debit_the_saved_budget_missed_is_applied_once_at_boot(tmp_path: Path)
     charge = ledger.Charge(Decimal("0.25"), Decimal("0.125"), 42)
     ledger.reserve(being, "op-a", ledger.Charge(Decimal(1), Decimal(1)))
     ledger.debit(being, "op-a", charge)
-    being.close()  # a crash before the save that would have followed
+    close_with_journal_ahead(being)  # journaled, not saved
     assert state_of(tmp_path).budget.remaining == Decimal(10)
     before = ledger_events(tmp_path)
     boot_and_stop(tmp_path)
@@ -201,6 +204,7 @@ def test_a_debit_the_saved_budget_missed_is_applied_once_at_boot(tmp_path: Path)
 def test_an_orphan_reservation_is_charged_once(tmp_path: Path) -> None:
     being = new_being(tmp_path, starting="2")
     ledger.reserve(being, "op-b", ledger.Charge(Decimal("0.5"), Decimal("0.25")))
+    being.save()  # the reservation is durable before the call
     being.close()  # the call's outcome never reached the journal
     boot_and_stop(tmp_path)
     budget = state_of(tmp_path).budget
@@ -221,6 +225,7 @@ def test_an_orphan_reservation_is_charged_once(tmp_path: Path) -> None:
 def test_an_orphan_reservation_beyond_the_balance_is_capped(tmp_path: Path) -> None:
     being = new_being(tmp_path, starting="0.3")
     ledger.reserve(being, "op-c", ledger.Charge(Decimal("0.5"), Decimal("0.25")))
+    being.save()
     being.close()
     boot_and_stop(tmp_path)
     state = state_of(tmp_path)
@@ -232,7 +237,9 @@ def test_an_orphan_reservation_beyond_the_balance_is_capped(tmp_path: Path) -> N
 def test_a_released_reservation_is_not_charged(tmp_path: Path) -> None:
     being = new_being(tmp_path)
     ledger.reserve(being, "op-d", ledger.Charge(Decimal(1), Decimal(1)))
+    being.save()
     ledger.release(being, "op-d")
+    being.save()
     being.close()
     boot_and_stop(tmp_path)
     budget = state_of(tmp_path).budget
@@ -244,12 +251,12 @@ def test_missed_entries_and_an_orphan_are_settled_in_journal_order(tmp_path: Pat
     being = new_being(tmp_path)
     ledger.reserve(being, "op-1", ledger.Charge(Decimal(1), Decimal(0)))
     ledger.debit(being, "op-1", ledger.Charge(Decimal("0.1"), Decimal(0), 1))
-    being.save()  # op-1 is in the saved budget
+    being.checkpoint()  # op-1 is in the saved budget
     ledger.reserve(being, "op-2", ledger.Charge(Decimal(1), Decimal(0)))
     ledger.debit(being, "op-2", ledger.Charge(Decimal("0.2"), Decimal(0), 2))
     ledger.credit(being, Decimal("0.05"), "finance__settle")
     ledger.reserve(being, "op-3", ledger.Charge(Decimal("0.3"), Decimal(0)))
-    being.close()
+    close_with_journal_ahead(being)
     boot_and_stop(tmp_path)
     budget = state_of(tmp_path).budget
     assert budget.api_spent == Decimal("0.6")
@@ -266,7 +273,7 @@ def test_missed_entries_and_an_orphan_are_settled_in_journal_order(tmp_path: Pat
 def test_a_credit_the_saved_budget_missed_is_applied_once(tmp_path: Path) -> None:
     being = new_being(tmp_path)
     ledger.credit(being, Decimal("1.5"), "finance__settle")
-    being.close()
+    close_with_journal_ahead(being)
     boot_and_stop(tmp_path)
     budget = state_of(tmp_path).budget
     assert (budget.earned, budget.remaining) == (Decimal("1.5"), Decimal("11.5"))
@@ -282,7 +289,9 @@ def test_nothing_is_applied_when_the_journal_lacks_the_budgets_newest_entry(
     being.state.budget.last_operation = "op-unknown"
     ledger.reserve(being, "op-e", ledger.Charge(Decimal(1), Decimal(0)))
     ledger.debit(being, "op-e", ledger.Charge(Decimal(1), Decimal(0)))
+    being.save()
     journaled = [dict(e) for e in journal(tmp_path)]
+    assert [e["operation_id"] for e in journaled] == ["op-e", "op-e"]
     being.state.budget = Budget.fresh(Decimal(10))
     being.state.budget.last_operation = "op-unknown"
     assert ledger.unsettled(being.state.budget, journaled) == ([], [])
@@ -297,7 +306,7 @@ def test_unsettled_lists_what_a_boot_would_apply(tmp_path: Path) -> None:
     ledger.reserve(being, "op-2", ledger.Charge(Decimal(1), Decimal(0)))
     ledger.reserve(being, "op-3", ledger.Charge(Decimal(1), Decimal(0)))
     ledger.release(being, "op-3")
-    being.close()
+    close_with_journal_ahead(being)
     missed, orphans = ledger.unsettled(state_of(tmp_path).budget, journal(tmp_path))
     assert [e["operation_id"] for e in missed] == ["op-1"]
     assert [e["operation_id"] for e in orphans] == ["op-2"]
@@ -306,6 +315,7 @@ def test_unsettled_lists_what_a_boot_would_apply(tmp_path: Path) -> None:
 def test_reopening_without_boot_leaves_the_budget_alone(tmp_path: Path) -> None:
     being = new_being(tmp_path)
     ledger.reserve(being, "op-f", ledger.Charge(Decimal(1), Decimal(0)))
+    being.save()
     being.close()
     again = reopen(tmp_path)
     try:
@@ -320,7 +330,7 @@ def test_reopening_without_boot_leaves_the_budget_alone(tmp_path: Path) -> None:
 def test_an_operator_credit_raises_the_balance_but_is_not_revenue(tmp_path: Path) -> None:
     being = new_being(tmp_path)
     ledger.operator_credit(being, Decimal("0.0000000000000000000000000001"), "req-1", "top-up")
-    being.close()  # a crash before the save: the next boot applies it once
+    close_with_journal_ahead(being)  # journaled, not saved: the next boot applies it once
     [event] = all_events(tmp_path)
     assert (event["type"], event["amount"]) == (
         "operator_credited",

@@ -23,7 +23,7 @@ from singularity.errors import StateLockedError
 from singularity.jsoncodec import compact_utf8, loads_strict
 from singularity.store.base import state_of
 from singularity.store.changes import Changes, Tracker, apply_changes
-from singularity.store.directory import DirectoryStore, check_log, read_current
+from singularity.store.directory import DirectoryStore, check_log, peek_state
 from tests.support.reached import Reached
 from tests.support.stores import (
     AT,
@@ -226,7 +226,7 @@ def test_the_current_state_is_the_checkpoint_with_the_log_replayed(tmp_path: Pat
     store, state = _living_directory(tmp_path, 4)
     try:
         path = tmp_path / "being"
-        assert read_current(str(path)).to_json() == state.to_json()  # type: ignore[union-attr]
+        assert peek_state(str(path)).to_json() == state.to_json()  # type: ignore[union-attr]
         assert (path / "state.json").read_bytes() != state.to_json()  # the log holds 4 steps
         store.checkpoint(state)
         assert (path / "state.json").read_bytes() == state.to_json()

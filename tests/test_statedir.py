@@ -27,7 +27,8 @@ from singularity.config import resolve
 from singularity.domain import events
 from singularity.errors import StateError, StateLockedError
 from singularity.runtime.being import open_being
-from singularity.storage.statedir import StateDir, peek_state
+from singularity.storage.statedir import StateDir
+from singularity.store.directory import peek_state
 
 IS_ROOT = os.geteuid() == 0
 NOBODY = 65534

@@ -12,7 +12,7 @@ from singularity.journal import minilm
 from singularity.journal.extension import fingerprint_of
 from singularity.journal.service import JournalConfig
 from singularity.runtime.being import open_being
-from singularity.storage.statedir import peek_state
+from singularity.store.directory import peek_state
 
 
 def new_being(state_dir: Path, **flags: str) -> str:

@@ -18,7 +18,8 @@ from singularity.runtime.summary import journal_summary, sanctum_summary, summar
 from singularity.runtime.verify import inspect_state_dir
 from singularity.settings_check import check_skills_file
 from singularity.skills import plan_skills, start_skills
-from singularity.storage.statedir import STATE_FILE, peek_state
+from singularity.storage.statedir import STATE_FILE
+from singularity.store.directory import peek_state
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.output_boundary import STRICT

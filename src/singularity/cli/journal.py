@@ -22,7 +22,8 @@ from singularity.journal.extension import fingerprint_of, journal_config
 from singularity.journal.opening import KeyLost, open_journal, remove_files
 from singularity.journal.service import Damaged, Journal, JournalConfig
 from singularity.jsoncodec import compact
-from singularity.storage.statedir import StateDir, peek_state
+from singularity.storage.statedir import StateDir
+from singularity.store.directory import peek_state
 
 journal_options = with_options(STATE_OPTIONS + JOURNAL_OPTIONS)
 

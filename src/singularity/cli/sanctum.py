@@ -36,7 +36,7 @@ from singularity.sanctum.names import SanctumRefusal
 from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.transfer import export_sanctum, memory_chunks
 from singularity.sanctum.wake import map_text, wake
-from singularity.storage.statedir import peek_state
+from singularity.store.directory import peek_state
 from singularity.timestamps import system_clock
 
 # Options a printed schedule sets itself, or that a scheduler must not repeat.

@@ -17,7 +17,8 @@ from singularity.runtime.operator_client import deliver, wait_for_reply
 from singularity.runtime.transcript import Entry, Transcript, all_messages
 from singularity.storage import fsio
 from singularity.storage.activity import read_from
-from singularity.storage.statedir import STATE_FILE, peek_state
+from singularity.storage.statedir import STATE_FILE
+from singularity.store.directory import peek_state
 from singularity.timestamps import now_text
 
 FOLLOW_SECS = 0.5

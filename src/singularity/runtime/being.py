@@ -1,30 +1,31 @@
-"""A being opened for life: its locked state directory, its journal and its state in memory.
+"""A being opened for life: its state store, its state in memory and the step in progress.
 
 `open_being` applies the boot matrix and the resume gate of spec §4 before touching
-anything but the lock, so a refused boot changes nothing on disk. Every save keeps the
-conversation window bounded (decision 8): messages leaving it are appended to
-`conversation.jsonl` first, so nothing is lost and the save cost stays flat.
+anything but the lock, so a refused boot changes nothing on disk. Events are journaled
+into the step in progress; `save` makes the step durable (`StateStore.commit`: the events
+and what changed, in one sync). Every save keeps the conversation window bounded
+(decision 8): messages leaving it go to the store's archive with the step, so nothing
+is lost and the save cost stays flat.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
-from singularity.domain import events
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.secrets import Scrubber
-from singularity.storage import conversation_archive, funding
-from singularity.storage.activity import ActivityLog, Event, read_events
-from singularity.storage.statedir import STATE_FILE, StateDir, peek_state
+from singularity.storage import funding
+from singularity.storage.activity import Event, read_events
+from singularity.storage.statedir import STATE_FILE, StateDir
+from singularity.store.directory import DirectoryStore, peek_state, replay
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -36,16 +37,21 @@ WINDOW_BYTES = 1 << 20
 class LiveBeing:
     """The runtime's hold on one being; every change is journaled and saved through it."""
 
-    statedir: StateDir
-    activity: ActivityLog
+    store: DirectoryStore
     state: AgentState
     created: bool
+    events_at_open: list[Event] = field(default_factory=list)
+    """The activity journal as the boot found it (the ledger reconciles with it)."""
     clock: Clock = system_clock
     window_messages: int = WINDOW_MESSAGES
     window_bytes: int = WINDOW_BYTES
     listeners: list[Callable[[Event], None]] = field(default_factory=list)
     """Called with every event after it is journaled (the terminal display, JSON logs)."""
+    pending: list[Event] = field(default_factory=list)
+    """The events of the step in progress: journaled, durable at the next `save`."""
     _sizes: dict[int, int] = field(default_factory=dict, repr=False)
+    _committed: set[int] = field(default_factory=set, repr=False)
+    """Ids of the conversation's messages as the last step committed them."""
     _checked: set[int] = field(default_factory=set, repr=False)
     """Ids of the messages already checked for secrets."""
     overlay: dict[int, ChatMessage] = field(default_factory=dict, repr=False)
@@ -60,20 +66,27 @@ class LiveBeing:
     that being's state is saved, and a being read back as `failed` can be saved again.
     """
 
+    def __post_init__(self) -> None:
+        self._committed = {id(message) for message in self.state.conversation}
+
+    @property
+    def statedir(self) -> StateDir:
+        """The being's locked state directory."""
+        return self.store.statedir
+
     def now(self) -> str:
         """The current time, rendered."""
         return now_text(self.clock)
 
     def journal(self, event: Event) -> None:
-        """Append an event durably, then tell the listeners; a failed append is fatal."""
+        """Add an event to the step in progress, then tell the listeners.
+
+        The event is durable with the step, at the next `save`.
+        """
         if self.broken:
             raise FatalIoError("the being failed earlier; its journal is not written again")
         event = self.scrubber.withheld(event)
-        try:
-            self.activity.append(event)
-        except FatalIoError:
-            self.fail(journal_failed=True)
-            raise
+        self.pending.append(event)
         self._tell(event)
 
     def announce(self, notice: Event) -> None:
@@ -88,14 +101,35 @@ class LiveBeing:
                 pass  # a terminal that cannot be written (a full disk, a closed pipe) is no fault
 
     def save(self) -> None:
-        """Archive what left the window, stamp `updated_at`, save; a failure is fatal."""
+        """Make the step durable: its events, what left the window, the state stamped
+        `updated_at`; a failure is fatal."""
         if self.broken:
             raise FatalIoError("the being failed earlier; its state is not written again")
         try:
             self._withhold_from_new_messages()
-            self._archive_overflow()
             self.state.updated_at = self.now()
-            self.statedir.save(self.state)
+            leaving = self._overflow()
+            conversation = self.state.conversation
+            if any(id(message) not in self._committed for message in conversation[:leaving]):
+                # The store archives messages it holds: the new ones are committed first.
+                self._commit()
+            self._archive(leaving)
+            self._commit()
+        except FatalIoError:
+            self.fail()
+            raise
+
+    def _commit(self) -> None:
+        self.store.commit(self.state, self.pending)
+        self.pending.clear()
+        self._committed = {id(message) for message in self.state.conversation}
+
+    def checkpoint(self) -> None:
+        """Save the step in progress, then write the whole state where its readers expect it
+        (`state.json` alone is current afterwards); a failure is fatal."""
+        self.save()
+        try:
+            self.store.checkpoint(self.state)
         except FatalIoError:
             self.fail()
             raise
@@ -111,7 +145,11 @@ class LiveBeing:
             scrubbed = scrubber.json(self.state.model_dump(mode="json"))
             self.state = AgentState.model_validate(scrubbed)
             self._sizes.clear()
+            if not self.created:
+                # Every item is new to the store's image: the state is written whole.
+                self.store.checkpoint(self.state)
         self._checked = {id(message) for message in self.state.conversation}
+        self._committed = set(self._checked)
 
     def _withhold_from_new_messages(self) -> None:
         """Defense in depth: each message is checked once, before its first save."""
@@ -135,28 +173,17 @@ class LiveBeing:
         """The message as the model may see it in this cycle."""
         return self.overlay.get(id(message), message)
 
-    def fail(self, *, journal_failed: bool = False) -> None:
-        """Mark the being failed (decision 12) and write that down once, where it still can be.
+    def fail(self) -> None:
+        """Mark the being failed (decision 12): its store refuses every write from now on.
 
-        After a failed save the journal records `stopped` with status `failed`; after a
-        failed journal append `state.json` is saved once with status `failed` (every
-        ledger entry is journaled before it is applied, so that save holds nothing the
-        journal lacks). Then nothing is written again.
+        The failed step is not durable; the being resumes from the step before it.
         """
         self.broken = True
         self.state.status = "failed"
-        with contextlib.suppress(FatalIoError):
-            if journal_failed:
-                self._archive_overflow()
-                self.state.updated_at = self.now()
-                self.statedir.save(self.state)
-            else:
-                self.activity.append(events.stopped(self.now(), self.state.cycle, "failed"))
 
     def close(self) -> None:
-        """Close the journal and release the lock."""
-        self.activity.close()
-        self.statedir.close()
+        """Release the being (its store, its lock)."""
+        self.store.close()
 
     def _size(self, message: ChatMessage) -> int:
         key = id(message)
@@ -166,7 +193,8 @@ class LiveBeing:
             self._sizes[key] = size
         return size
 
-    def _archive_overflow(self) -> None:
+    def _overflow(self) -> int:
+        """How many of the oldest messages leave the window."""
         conversation = self.state.conversation
         total = sum(self._size(message) for message in conversation)
         leaving = 0
@@ -175,11 +203,14 @@ class LiveBeing:
         ):
             total -= self._size(conversation[leaving])
             leaving += 1
+        return leaving
+
+    def _archive(self, leaving: int) -> None:
+        """Cut the `leaving` oldest messages; the store archives them with the step."""
         if not leaving:
             return
-        moved = [self.scrubber.withheld(dict(message)) for message in conversation[:leaving]]
+        conversation = self.state.conversation
         mind = self.state.mind
-        conversation_archive.append(self.statedir.fd, mind.conversation_archived, moved)
         for message in conversation[:leaving]:
             self._sizes.pop(id(message), None)
             self._checked.discard(id(message))
@@ -226,40 +257,34 @@ def newest_round(conversation: list[ChatMessage]) -> int:
 def open_being(
     settings: Settings, *, resume: bool | None = None, clock: Clock = system_clock
 ) -> LiveBeing:
-    """Open the state directory and apply the boot matrix; the new being is not yet saved."""
+    """Open the being's store and apply the boot matrix; the new being is not yet saved.
+
+    The boot matrix, the resume gate and the journal are checked on what is there before
+    recovery (a replay of the redo log, a checkpoint) changes anything.
+    """
     resume = settings.resume if resume is None else resume
     if resume and not os.path.lexists(settings.state_dir):
         raise StateError("resume requested but no state exists")
-    statedir = StateDir.open(settings.state_dir)
+    store = DirectoryStore.open(settings.state_dir)
+    statedir = store.statedir
     try:
         exists = statedir.has_state()
         check_boot_matrix(settings, exists, resume)
-        state = statedir.load() if exists else None
-        check_identity(settings, state)
+        check_identity(settings, replay(statedir.fd).state if exists else None)
         read_events(statedir.fd)  # refuses a corrupt journal before anything is changed
         statedir.remove_stale_temps()
-        conversation_archive.repair(
-            statedir.fd, state.mind.conversation_archived if state is not None else 0
-        )
-        activity = ActivityLog.open(statedir.fd)
-        if activity.repaired_bytes:
-            log.warning(
-                "cut a torn last line of %d bytes from activity.jsonl", activity.repaired_bytes
-            )
+        state = store.load()
         if statedir.removed_temps:
             log.warning("removed leftover temp files: %s", ", ".join(statedir.removed_temps))
-    except BaseException:
-        statedir.close()
-        raise
-    if state is None:
-        try:
+        if state is None:
             grant = funding.claim(statedir.fd)
-        except BaseException:
-            activity.close()
-            statedir.close()
-            raise
-        starting = grant.amount if grant is not None else settings.starting_balance
-        state = AgentState.new(
-            identity_from(settings), settings.brama_model, starting, now_text(clock)
-        )
-    return LiveBeing(statedir, activity, state, created=not exists, clock=clock)
+            starting = grant.amount if grant is not None else settings.starting_balance
+            state = AgentState.new(
+                identity_from(settings), settings.brama_model, starting, now_text(clock)
+            )
+    except BaseException:
+        store.close()
+        raise
+    return LiveBeing(
+        store, state, created=not exists, events_at_open=list(store.events_at_open), clock=clock
+    )

@@ -302,6 +302,7 @@ def spawn_child_tools(
             )
         )
         ledger.apply_funding(being.state.budget, operation, amount)
+        being.save()  # the transfer is durable before a child can claim it
         environment = child_environment(
             inherited_environment(),
             settings,
@@ -316,6 +317,7 @@ def spawn_child_tools(
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             # ValueError: a NUL in a value the configuration file supplied.
             refund(being, dir_fd, child_id)
+            being.save()  # the refund is durable before the grant it took back is removed
             _discard(state_dir)
             text = os_error_text(error) if isinstance(error, OSError) else str(error)
             return Outcome.failed("child_spawn", text)
@@ -343,12 +345,12 @@ def settle_unstarted_children(being: LiveBeing, settings: Settings) -> int:
     """At boot: restore records of funded children, refund any that never claimed a grant."""
     funded = {
         str(event["child_id"]): event
-        for event in being.activity.events_at_open
+        for event in being.events_at_open
         if event.get("type") == "child_funded"
     }
     refunded = {
         str(event["child_id"])
-        for event in being.activity.events_at_open
+        for event in being.events_at_open
         if event.get("type") == "child_refunded"
     }
     children = being.state.mind.children

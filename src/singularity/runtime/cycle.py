@@ -1,8 +1,11 @@
 """One cycle of a being's life (spec §7.2), read top to bottom.
 
 Solvency gate, framing, then up to `max_tool_rounds` model rounds: reserve the worst
-case, call the gateway, debit the actual cost once, run the tool calls in order, save
-after each. A stop requested by a signal is honoured at the next safe point.
+case, call the gateway, debit the actual cost once, run the tool calls in order. Each
+round is three kinds of durable step (`LiveBeing.save`): the reservation before the
+call; the completion, its debit and the assistant message before the tools run; each
+tool's outcome before the next call. A stop requested by a signal is honoured at the
+next safe point.
 """
 
 from __future__ import annotations
@@ -255,6 +258,7 @@ async def live_cycle(life: Life) -> CycleReport:
             return life.report("budget_exhausted", actions, None)
         operation = ledger.new_operation_id()
         ledger.reserve(being, operation, reservation.charge)
+        being.save()  # the reservation is durable before the call is made
         started = time.monotonic_ns()
         being.announce(
             notices.model_call_started(being.now(), state.cycle, state.mind.current_model)
@@ -269,9 +273,11 @@ async def live_cycle(life: Life) -> CycleReport:
                 ledger.charge_reservation(being, operation, reservation.charge)
             else:
                 ledger.release(being, operation)
+            being.save()
             raise
         except SingularityError:
             ledger.release(being, operation)  # an answer outside the contract is not paid
+            being.save()
             raise
         elapsed = time.monotonic_ns() - started
         _pay(life, operation, reservation, completion, elapsed)
@@ -285,8 +291,8 @@ async def live_cycle(life: Life) -> CycleReport:
         )
         if completion.truncated:
             being.journal(events.warning(being.now(), state.cycle, _truncated(life, calls)))
+        being.save()  # the completion, its debit and the answer, before any tool runs
         if not calls:
-            being.save()
             return life.report("completed", actions, completion.content)
         for index, call in enumerate(calls):
             if life.stop_requested():

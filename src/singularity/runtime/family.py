@@ -8,7 +8,8 @@ from typing import Any
 
 from singularity.errors import SingularityError
 from singularity.money import render_money
-from singularity.storage.statedir import LOCK_FILE, peek_state
+from singularity.storage.statedir import LOCK_FILE
+from singularity.store.directory import peek_state
 
 MAX_DEPTH = 32
 

@@ -11,8 +11,8 @@ from singularity.domain.mind_import import ImportReport, merge, parse_import, re
 from singularity.errors import StateError, StateLockedError
 from singularity.runtime.import_service import SOCKET_NAME
 from singularity.storage import fsio
-from singularity.storage.activity import ActivityLog
-from singularity.storage.statedir import STATE_FILE, StateDir
+from singularity.storage.statedir import STATE_FILE
+from singularity.store.directory import DirectoryStore
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -22,15 +22,19 @@ RUNNING_MESSAGE = "the being is running; import through its local state service 
 
 
 def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> ImportReport:
-    """Validate the file, then merge it into the being at `state_dir` and save once."""
+    """Validate the file, then merge it into the being at `state_dir` and save once.
+
+    The being is recovered first (a redo log left by a kill is replayed) and checkpointed
+    after the merge, so `state.json` alone holds the imported mind.
+    """
     document = parse_import(read_import_file(file))
     try:
-        statedir = StateDir.open(state_dir)
+        store = DirectoryStore.open(state_dir)
     except StateLockedError:
         raise StateError(RUNNING_MESSAGE) from None
-    with statedir:
-        remove_stale_socket(statedir.fd)
-        state = statedir.load()
+    try:
+        remove_stale_socket(store.statedir.fd)
+        state = store.load()
         if state is None:
             raise StateError(
                 f"no being state exists at {os.path.join(state_dir, STATE_FILE)}; "
@@ -39,21 +43,18 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
         now = now_text(clock)
         report = merge(state, document, now)
         if report.accepted:
-            activity = ActivityLog.open(statedir.fd)
-            try:
-                activity.append(
-                    events.mind_imported(
-                        now,
-                        report.source_kind,
-                        report.source_id,
-                        report.imported,
-                        report.attributed,
-                        report.unchanged,
-                    )
-                )
-                statedir.save(state)
-            finally:
-                activity.close()
+            imported = events.mind_imported(
+                now,
+                report.source_kind,
+                report.source_id,
+                report.imported,
+                report.attributed,
+                report.unchanged,
+            )
+            store.commit(state, [imported])
+            store.checkpoint(state)
+    finally:
+        store.close()
     return report
 
 

@@ -183,13 +183,13 @@ class Runtime:
         being.listeners.extend(watch(being) for watch in watchers)
         skills = Skills()
         try:
-            applied = ledger.reconcile(being, being.activity.events_at_open)
+            applied = ledger.reconcile(being, being.events_at_open)
             if applied:
                 log.warning("applied %d journaled ledger entries the saved budget missed", applied)
             answered = answer_open_calls(being)
             if answered:
                 log.warning("answered %d tool call(s) that a stop left open", answered)
-            desk = OperatorDesk.open(being, being.activity.events_at_open)
+            desk = OperatorDesk.open(being, being.events_at_open)
             refunded = settle_unstarted_children(being, settings)
             if refunded:
                 log.warning("took back the funding of %d child(ren) that never started", refunded)
@@ -323,11 +323,13 @@ class Runtime:
         cycle_before = self.being.state.cycle
         try:
             report = await live_cycle(life or self.life)
+            being = self.being
             if report.cycle > cycle_before:
-                being = self.being
                 being.journal(events.cycle_finished(being.now(), report.cycle, report.status))
             for extension in self.life.extensions:
                 await extension.after_cycle(report)
+            if being.pending:
+                being.save()  # the one durable step after the cycle's last model call
         finally:
             if self.withholding is not None:
                 self.withholding.refresh()  # the journal may have made its first key
@@ -442,6 +444,7 @@ class Runtime:
         being = self.being
         self.failures += 1
         being.journal(events.warning(being.now(), being.state.cycle, str(error)))
+        being.save()
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep between cycles; the operator's requests are applied as they come."""
@@ -483,7 +486,7 @@ class Runtime:
             else:
                 state.status = "exhausted"
             being.journal(events.stopped(being.now(), state.cycle, state.status))
-            being.save()
+            being.checkpoint()
         except SingularityError as error:
             log.error("could not save before exiting: %s", error)
             return False
@@ -514,7 +517,7 @@ class Runtime:
                 else:
                     state.status = "stopped" if solvent else "exhausted"
                 being.journal(events.stopped(being.now(), state.cycle, state.status))
-                being.save()
+                being.checkpoint()
         finally:
             try:
                 await self.skills.aclose()  # a no-op unless the steps above were cut short

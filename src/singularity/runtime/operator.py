@@ -217,8 +217,8 @@ class OperatorDesk:
             self._apply(request)
             applied += 1
             done.append(posted.name)
-        if applied:
-            being.save()
+        if being.pending:
+            being.save()  # what was applied is durable before its requests leave the inbox
         inbox.remove(being.statedir.fd, done)
         return applied
 

@@ -20,7 +20,8 @@ from singularity.runtime.import_service import socket_path, submit_operator
 from singularity.runtime.transcript import all_messages, cycle_reply
 from singularity.storage import fsio, inbox
 from singularity.storage.activity import Event, read_from
-from singularity.storage.statedir import STATE_FILE, peek_state
+from singularity.storage.statedir import STATE_FILE
+from singularity.store.directory import peek_state
 
 POLL_SECS = 0.2
 

@@ -50,7 +50,7 @@ class SanctumExtension(SanctumCore, Extension):
 def sanctum_extension(being: LiveBeing, settings: Settings) -> SanctumExtension:
     """The sanctum of a being booted with these settings."""
     return SanctumExtension(
-        being, SanctumConfig.from_settings(settings), being.activity.events_at_open
+        being, SanctumConfig.from_settings(settings), being.events_at_open
     )
 
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from singularity.domain.budget import Budget
 from singularity.domain.mind import MAX_MEMORIES
-from singularity.domain.state import MAX_RECENT_ACTIONS, AgentState, parse_state
+from singularity.domain.state import MAX_RECENT_ACTIONS, AgentState
 from singularity.errors import SingularityError
 from singularity.money import EXACT, add, parse_money, render_money, sub
 from singularity.runtime import ledger
@@ -24,7 +24,9 @@ from singularity.secrets import os_error_text
 from singularity.storage import fsio
 from singularity.storage.activity import ACTIVITY_FILE, Event, scan
 from singularity.storage.conversation_archive import ARCHIVE_FILE
-from singularity.storage.statedir import MAX_STATE_BYTES, STATE_FILE, TEMP_PATTERN
+from singularity.storage.statedir import STATE_FILE, TEMP_PATTERN
+from singularity.store.directory import check_log, replay
+from singularity.store.redo import REDO_FILE
 from singularity.timestamps import is_timestamp
 
 SETTLING = ("cost_reserved", "cost_debited", "cost_released")
@@ -81,8 +83,7 @@ def inspect_state_dir(path: str, *, alive: bool | None = None) -> Findings:
     dir_fd = fsio.open_dir(path)
     try:
         _check_entries(dir_fd, found)
-        state, state_problems = _check_state(dir_fd)
-        found.problems += state_problems
+        state, moved = _check_state(dir_fd, found)
         journal = _check_journal(dir_fd, found)
         if state is not None:
             found.problems += check_state_invariants(state)
@@ -91,7 +92,7 @@ def inspect_state_dir(path: str, *, alive: bool | None = None) -> Findings:
                 settled = _settled_part(state, journal, found)
                 found.problems += check_budget_against_journal(state, settled)
                 found.problems += check_ledger_against_journal(state, settled)
-            _check_archive(dir_fd, state, found)
+            _check_archive(dir_fd, state, moved, found)
     finally:
         os.close(dir_fd)
     return found
@@ -126,7 +127,7 @@ def _check_entries(dir_fd: int, found: Findings) -> None:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if TEMP_PATTERN.fullmatch(name):
             found.settling(f"leftover temp file {name}", f"temp file {name}: a save is under way")
-        elif name in (STATE_FILE, ACTIVITY_FILE, "lock", "conversation.jsonl"):
+        elif name in (STATE_FILE, REDO_FILE, ACTIVITY_FILE, "lock", ARCHIVE_FILE):
             if not stat.S_ISREG(info.st_mode):
                 problems.append(f"{name} is not a regular file")
             else:
@@ -140,17 +141,27 @@ def _check_entries(dir_fd: int, found: Findings) -> None:
                 problems += [p for p in [_mode_problem(name, info, 0o700)] if p]
 
 
-def _check_state(dir_fd: int) -> tuple[AgentState | None, list[str]]:
+def _check_state(dir_fd: int, found: Findings) -> tuple[AgentState | None, set[int]]:
+    """The current state (`state.json` with `state.redo` replayed) and the indexes of the
+    messages the replayed steps archived; what is wrong with either goes to `found`."""
     try:
-        data = fsio.read_at(dir_fd, STATE_FILE, MAX_STATE_BYTES)
+        os.stat(STATE_FILE, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return None, ["state.json is missing"]
+        found.problems.append("state.json is missing")
+        return None, set()
     except OSError as error:
-        return None, [f"cannot read state.json: {os_error_text(error)}"]
+        found.problems.append(f"cannot read state.json: {os_error_text(error)}")
+        return None, set()
+    problems, warnings = check_log(dir_fd, alive=found.alive)
+    found.problems += problems
+    found.warnings += warnings
     try:
-        return parse_state(data), []
+        current = replay(dir_fd)
     except SingularityError as error:
-        return None, [str(error)]
+        if not problems:
+            found.problems.append(str(error))
+        return None, set()
+    return current.state, set(current.archived)
 
 
 def _check_journal(dir_fd: int, found: Findings) -> list[Event] | None:
@@ -335,8 +346,12 @@ def check_ledger_against_journal(state: AgentState, journal: list[Event]) -> lis
     return problems
 
 
-def _check_archive(dir_fd: int, state: AgentState, found: Findings) -> None:
-    """`conversation.jsonl` holds exactly the messages the state says it archived (decision 8)."""
+def _check_archive(dir_fd: int, state: AgentState, moved: set[int], found: Findings) -> None:
+    """`conversation.jsonl` holds exactly the messages the state says it archived (decision 8).
+
+    Messages that steps in `state.redo` archived (`moved`) and the file lacks are what a
+    boot writes back.
+    """
     try:
         data = fsio.read_at(dir_fd, ARCHIVE_FILE, 1 << 40)
     except FileNotFoundError:
@@ -345,7 +360,13 @@ def _check_archive(dir_fd: int, state: AgentState, found: Findings) -> None:
         found.problems.append(f"cannot read {ARCHIVE_FILE}: {os_error_text(error)}")
         return
     held, expected = data.count(b"\n"), state.mind.conversation_archived
-    if held < expected:
+    if held < expected and all(index in moved for index in range(held, expected)):
+        found.settling(
+            f"{ARCHIVE_FILE} lacks {expected - held} message(s) state.redo archived "
+            "(the next boot writes them back)",
+            f"{ARCHIVE_FILE} lacks {expected - held} message(s) the being is saving",
+        )
+    elif held < expected:
         found.problems.append(
             f"{ARCHIVE_FILE} holds {held} messages but the state archived {expected}"
         )

@@ -24,7 +24,7 @@ LOCK_FILE = "lock"
 STATE_TEMP_PREFIX = ".state-"
 MAX_STATE_BYTES = 1 << 30
 TEMP_PATTERN = re.compile(
-    r"^\.state-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$"
+    r"^\.(?:state|redo)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$"
 )
 
 
@@ -166,25 +166,6 @@ class StateDir:
             fsio.fsync_dir(self.fd, "statedir")
         self.removed_temps = removed
         return removed
-
-
-def peek_state(path: str) -> AgentState | None:
-    """Read a being's state without locking or changing anything; None when there is none."""
-    try:
-        dir_fd = fsio.open_dir(path)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise StateError(f"cannot open state directory {path}: {os_error_text(error)}") from None
-    try:
-        data = fsio.read_at(dir_fd, STATE_FILE, MAX_STATE_BYTES)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise StateError(f"cannot read state.json: {os_error_text(error)}") from None
-    finally:
-        os.close(dir_fd)
-    return parse_state(data)
 
 
 def _lock(dir_fd: int, path: str) -> int:

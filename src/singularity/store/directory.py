@@ -10,7 +10,7 @@ back whatever of the two files a crash lost.
 
 `state.json` alone is current after every checkpoint: `singularity checkpoint`, any clean
 stop, any boot. Between them, the current state is `state.json` plus `state.redo`, which
-`read_current` (and `verify`, `show`, the console) replays without changing anything.
+`peek_state` (and `verify`, `show`, the console) replays without changing anything.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 16 << 20
 """A log longer than this and than twice `state.json` is checkpointed."""
 CHECKPOINT_RECORDS = 100_000
+_POINTS = {ACTIVITY_FILE: "activity", ARCHIVE_FILE: "archive"}
+"""The failpoint names of the files a step writes after its record."""
 
 
 @dataclass
@@ -134,7 +136,7 @@ def check_log(dir_fd: int, *, alive: bool) -> tuple[list[str], list[str]]:
     return (problems, settling) if alive else (problems + settling, [])
 
 
-def read_current(path: str) -> AgentState | None:
+def peek_state(path: str) -> AgentState | None:
     """A being's current state without locking or changing anything; None when there is none."""
     try:
         dir_fd = fsio.open_dir(path)
@@ -313,10 +315,10 @@ class DirectoryStore:
         if leaving and changes.fields.get("mind.conversation_archived") is None:
             raise StateError("messages left the conversation window without being archived")
         self._log.append(self._activity_size, lines, compact_utf8(changes.to_json()))
-        self._write(self._activity_fd, lines, "activity")
+        self._write(self._activity_fd, lines, ACTIVITY_FILE)
         self._activity_size += len(lines)
         if moved:
-            self._write(self._archive(), _archive_lines(archived_before, moved), "archive")
+            self._write(self._archive(), _archive_lines(archived_before, moved), ARCHIVE_FILE)
         self.tracker.take(state, changes)
         if self._log.seq >= self.checkpoint_records or self._log.size > max(
             self.checkpoint_bytes, 2 * self._state_size
@@ -328,27 +330,39 @@ class DirectoryStore:
             self._archive_fd = self._open_append(ARCHIVE_FILE, "archive")
         return self._archive_fd
 
-    def _write(self, fd: int, data: bytes, point: str) -> None:
+    def _write(self, fd: int, data: bytes, name: str) -> None:
         """Write without a sync: the redo record already holds these bytes."""
         if not data:
             return
         try:
-            fsio.failpoint(f"{point}.write")
+            fsio.failpoint(f"{_POINTS[name]}.write")
             fsio.write_all(fd, data)
         except OSError as error:
-            raise FatalIoError(f"cannot write {point}: {os_error_text(error)}") from None
+            raise FatalIoError(f"cannot append to {name}: {os_error_text(error)}") from None
 
     def checkpoint(self, state: AgentState) -> None:
-        """Sync the journal and the archive, write `state.json` whole, start an empty log."""
+        """Sync the journal and the archive, write `state.json` whole, start an empty log.
+
+        A failure leaves the store broken: nothing is written again.
+        """
+        if self.broken:
+            raise FatalIoError(f"the {self.label} failed earlier; it is not written again")
+        try:
+            self._checkpoint(state)
+        except BaseException:
+            self.broken = True
+            raise
+
+    def _checkpoint(self, state: AgentState) -> None:
         data = state.to_json()
         base = redo.checkpoint_id(data)
-        try:
-            for fd, name in ((self._activity_fd, "activity"), (self._archive_fd, "archive")):
-                if fd is not None:
-                    fsio.sync(fd, f"{name}.fsync", data_only=True)
-        except OSError as error:
-            self.broken = True
-            raise FatalIoError(f"cannot sync before a checkpoint: {os_error_text(error)}") from None
+        for fd, name in ((self._activity_fd, ACTIVITY_FILE), (self._archive_fd, ARCHIVE_FILE)):
+            if fd is None:
+                continue
+            try:
+                fsio.sync(fd, f"{_POINTS[name]}.fsync", data_only=True)
+            except OSError as error:
+                raise FatalIoError(f"cannot sync {name}: {os_error_text(error)}") from None
         if self._log is None or self._log.base != base:
             self.statedir.write_state_bytes(data)
         if self._log is not None:

@@ -146,8 +146,10 @@ class RedoLog:
         """Durably replace the log with an empty one continuing the checkpoint `base`."""
         data = header(base)
         try:
-            fsio.replace_file(dir_fd, REDO_FILE, data, temp_prefix=REDO_TEMP_PREFIX, point="redo")
-            fd = fsio.open_append(dir_fd, REDO_FILE, "redo")
+            fsio.replace_file(
+                dir_fd, REDO_FILE, data, temp_prefix=REDO_TEMP_PREFIX, point="redo-start"
+            )
+            fd = fsio.open_append(dir_fd, REDO_FILE, "redo-start")
         except OSError as error:
             raise FatalIoError(f"cannot start {REDO_FILE}: {os_error_text(error)}") from None
         return cls(dir_fd, fd, base, len(data), 0)
