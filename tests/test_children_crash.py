@@ -286,13 +286,14 @@ def test_sigkill_around_spawns_hundreds_of_times(
 # --- every persistence step of one spawn ----------------------------------------------
 
 # The steps of a spawn with both raw credentials set, in order: the grant, two secret
-# files, the `child_funded` line (the first journal append), the tool's record (the
-# second, after the child started) and the save.
+# files, the step that journals `child_funded` (its record in `state.redo`, then its line
+# in `activity.jsonl`), durable before the child starts, and the step of the tool's
+# outcome, after the child started.
 SPAWN_STEPS = [
     "funding.write@1", "funding.fsync@1", "funding.rename@1", "funding.dirsync@1",
     "funding.write@2", "funding.dirsync@2", "funding.write@3", "funding.dirsync@3",
-    "activity.write@1", "activity.fsync@1", "activity.write@2", "activity.fsync@2",
-    "state.write@1", "state.rename@1", "state.dirsync@1",
+    "redo.write@1", "redo.fsync@1", "activity.write@1",
+    "redo.write@2", "redo.fsync@2", "activity.write@2",
 ]
 
 

@@ -1,12 +1,12 @@
 """A failed write or sync of a living being's state is fatal, and says so (decisions 10, 12).
 
-Contract: EIO or ENOSPC on any write or sync of `activity.jsonl`, `state.json` or the
-conversation archive stops the being at once with exit 4 and one clear line on stderr,
-never a traceback. Nothing is appended or saved again, except one last record of the
-failure where it can still be written: after a failed journal append `state.json` is
-saved with status `failed`; after a failed save the journal records `stopped` with
-status `failed`. The being resumes afterwards and `verify` passes. A terminal that
-cannot be written (ENOSPC on stderr) does not stop a being.
+Contract: EIO or ENOSPC on any write or sync of a step's record in `state.redo`, of
+`activity.jsonl`, of the conversation archive or of a checkpoint's `state.json` stops the
+being at once with exit 4 and one clear line on stderr, never a traceback. Nothing is
+written again after the failure: no later step reaches the log, no line the journal. A
+step whose record was written stays whole (it is replayed); one whose record failed is
+not durable. The being resumes afterwards and `verify` passes. A terminal that cannot be
+written (ENOSPC on stderr) does not stop a being.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ import pytest
 from singularity.errors import FatalIoError
 from singularity.runtime.verify import verify_state_dir
 from singularity.storage import fsio
+from singularity.store import redo
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import (
     OPTION_PREFIXES,
@@ -36,29 +37,38 @@ from tests.support.loop_http import (
 
 ADD_RULE = "singularity_self_add_rule"
 SINGULARITY = Path(sys.executable).with_name("singularity")
-# The 6th append or save lands in the first cycle, between a model call and its tool call.
-JOURNAL_FAILURES = [
-    "activity.write=enospc@6",
-    "activity.write=eio@6",
-    "activity.fsync=eio@6",
-    "activity.fsync=enospc@6",
+# Steps after the birth's checkpoint: `started` (1), the first cycle's framing (2), its
+# reservation (3), then its completion with the debit (4), between a model call and its
+# tool call.
+STEP = 4
+STEP_FAILURES = [
+    f"redo.write=enospc@{STEP}",
+    f"redo.write=eio@{STEP}",
+    f"redo.fsync=eio@{STEP}",
+    f"redo.fsync=enospc@{STEP}",
 ]
-STATE_FAILURES = [
-    "state.write=enospc@3",
-    "state.fsync=eio@3",
-    "state.rename=eio@3",
-    "state.dirsync=eio@3",
-    "state.dirsync=enospc@3",
+JOURNAL_FAILURES = [f"activity.write=enospc@{STEP}", f"activity.write=eio@{STEP}"]
+# The second checkpoint is the clean stop's (the first is the birth).
+CHECKPOINT_FAILURES = [
+    "state.write=enospc@2",
+    "state.fsync=eio@2",
+    "state.rename=eio@2",
+    "state.dirsync=eio@2",
+    "state.dirsync=enospc@2",
+    "activity.fsync=eio@2",
 ]
-
 
 
 def _script() -> list[Turn]:
     return [Turn.tool_call(ADD_RULE, {"rule": f"rule {n}"}) for n in range(6)]
 
 
-def _lines(root: Path) -> list[bytes]:
-    return (root / "being" / "activity.jsonl").read_bytes().splitlines()
+def _records(root: Path) -> list[redo.Record]:
+    return redo.scan((root / "being" / redo.REDO_FILE).read_bytes()).records
+
+
+def _journal_bytes(root: Path) -> int:
+    return (root / "being" / "activity.jsonl").stat().st_size
 
 
 def _resume_and_verify(root: Path, cli: Callable[..., Result], server: ScriptedServer) -> None:
@@ -67,42 +77,75 @@ def _resume_and_verify(root: Path, cli: Callable[..., Result], server: ScriptedS
     assert verify_state_dir(str(root / "being")) == []
 
 
+def _failed_run(
+    spec: str, root: Path, cli: Callable[..., Result], server: ScriptedServer
+) -> Result:
+    fsio.arm_failpoints(spec)
+    try:
+        result = cli("run", *cli_args(root, server, "--max-cycles", "3"))
+    finally:
+        fsio.arm_failpoints("")
+    assert result.code == 4
+    assert "Traceback" not in result.err
+    return result
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(_script()) as started:
+        yield started
+
+
+@pytest.mark.parametrize("spec", STEP_FAILURES)
+def test_a_failed_step_record_stops_the_being(
+    spec: str, tmp_path: Path, cli: Callable[..., Result], server: ScriptedServer
+) -> None:
+    result = _failed_run(spec, tmp_path, cli, server)
+    assert result.err.splitlines()[-1].startswith("singularity: cannot append to state.redo: ")
+    records = _records(tmp_path)
+    # A failed write leaves no record; a failed sync leaves one that may or may not last.
+    assert len(records) == (STEP - 1 if ".write=" in spec else STEP)
+    # The journal holds the lines of the steps before, and nothing of this one or later.
+    assert _journal_bytes(tmp_path) == records[STEP - 2].activity_end
+    assert b'"type":"stopped"' not in (tmp_path / "being" / "activity.jsonl").read_bytes()
+    _resume_and_verify(tmp_path, cli, server)
+
+
 @pytest.mark.parametrize("spec", JOURNAL_FAILURES)
-def test_a_failed_journal_append_stops_the_being_failed(
-    spec: str, tmp_path: Path, cli: Callable[..., Result]
+def test_a_failed_journal_append_stops_the_being(
+    spec: str, tmp_path: Path, cli: Callable[..., Result], server: ScriptedServer
 ) -> None:
-    with ScriptedServer(_script()) as server:
-        fsio.arm_failpoints(spec)
-        result = cli("run", *cli_args(tmp_path, server, "--max-cycles", "3"))
-        fsio.arm_failpoints("")
-        lines = _lines(tmp_path)
-        assert result.code == 4
-        assert "Traceback" not in result.err
-        assert result.err.splitlines()[-1].startswith(
-            "singularity: cannot append to activity.jsonl: "
-        )
-        written = 5 if ".write=" in spec else 6  # a failed write leaves nothing
-        assert len(lines) == written, "nothing is appended after the failure"
-        assert b'"type":"stopped"' not in b"".join(lines)
-        assert state_of(tmp_path).status == "failed"
-        _resume_and_verify(tmp_path, cli, server)
+    result = _failed_run(spec, tmp_path, cli, server)
+    assert result.err.splitlines()[-1].startswith(
+        "singularity: cannot append to activity.jsonl: "
+    )
+    records = _records(tmp_path)
+    assert len(records) == STEP, "the step is durable in its record; no later step is"
+    assert _journal_bytes(tmp_path) == records[STEP - 1].activity_at, "nothing was appended"
+    assert state_of(tmp_path).cycle == 1  # the current state holds the step
+    _resume_and_verify(tmp_path, cli, server)
+    # The boot wrote the step's lines back from its record.
+    assert [e["type"] for e in all_events(tmp_path)].count("cost_debited") >= 1
 
 
-@pytest.mark.parametrize("spec", STATE_FAILURES)
-def test_a_failed_save_stops_the_being_failed(
-    spec: str, tmp_path: Path, cli: Callable[..., Result]
+@pytest.mark.parametrize("spec", CHECKPOINT_FAILURES)
+def test_a_failed_checkpoint_stops_the_being(
+    spec: str, tmp_path: Path, cli: Callable[..., Result], server: ScriptedServer
 ) -> None:
-    with ScriptedServer(_script()) as server:
-        fsio.arm_failpoints(spec)
-        result = cli("run", *cli_args(tmp_path, server, "--max-cycles", "3"))
-        fsio.arm_failpoints("")
-        assert result.code == 4
-        assert "Traceback" not in result.err
-        assert result.err.splitlines()[-1].startswith("singularity: cannot save state.json: ")
-        events = all_events(tmp_path)
-        assert events[-1]["type"] == "stopped" and events[-1]["status"] == "failed"
-        assert [e["type"] for e in events].count("stopped") == 1
-        _resume_and_verify(tmp_path, cli, server)
+    result = _failed_run(spec, tmp_path, cli, server)
+    wanted = "cannot sync activity.jsonl: " if "activity" in spec else "cannot save state.json: "
+    assert result.err.splitlines()[-1].startswith(f"singularity: {wanted}")
+    # The clean stop's last step is durable in the log; state.json is still the birth's,
+    # unless only the directory sync after its rename failed.
+    events = [e["type"] for e in all_events(tmp_path)]
+    assert events[-1] == "stopped" and events.count("stopped") == 1
+    checkpoint = json.loads((tmp_path / "being" / "state.json").read_bytes())
+    if ".dirsync=" in spec:
+        assert checkpoint["status"] == "stopped"
+    else:
+        assert (checkpoint["cycle"], checkpoint["status"]) == (0, "starting")
+    assert state_of(tmp_path).status == "stopped"
+    _resume_and_verify(tmp_path, cli, server)
 
 
 @pytest.mark.parametrize("spec", ["archive.write=enospc", "archive.fsync=eio"])
@@ -114,16 +157,32 @@ def test_a_failed_archive_append_stops_the_being_failed(spec: str, tmp_path: Pat
             runtime.being.window_messages = 3
             fsio.arm_failpoints(spec)
             try:
-                with pytest.raises(FatalIoError, match=r"cannot append to conversation\.jsonl"):
+                with pytest.raises(FatalIoError, match=r"conversation\.jsonl"):
                     await runtime.run(max_cycles=3)
+                    await runtime.shutdown()  # the archive is synced at the checkpoint
             finally:
                 fsio.arm_failpoints("")
                 await runtime.shutdown()
 
         run(live())
-    events = all_events(tmp_path)
-    assert events[-1]["type"] == "stopped" and events[-1]["status"] == "failed"
-    assert state_of(tmp_path).status == "running", "the failed save left the last good state"
+    records = _records(tmp_path)
+    if "write" in spec:
+        # The step that archived is durable, its messages not yet archived; nothing came
+        # after it.
+        assert _journal_bytes(tmp_path) == records[-1].activity_end
+        assert "stopped" not in [e["type"] for e in all_events(tmp_path)]
+        [problem] = verify_state_dir(str(tmp_path / "being"))
+        assert problem.endswith("(the next boot writes them back)"), problem
+    else:
+        assert [e["type"] for e in all_events(tmp_path)][-1] == "stopped"
+    with ScriptedServer([Turn.text("again")]) as server:
+
+        async def resume() -> None:
+            runtime = boot(tmp_path, server, resume="true")
+            await runtime.shutdown()
+
+        run(resume())
+    assert verify_state_dir(str(tmp_path / "being")) == []
 
 
 def test_a_full_terminal_does_not_stop_a_being(tmp_path: Path) -> None:

@@ -23,10 +23,11 @@ from singularity.cli import live
 from singularity.cli.main import main
 from singularity.config import Settings, resolve
 from singularity.domain.records import ChatMessage
-from singularity.domain.state import AgentState, parse_state
+from singularity.domain.state import AgentState
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.lifecycle import Runtime
 from singularity.storage.activity import Event
+from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import RecordedRequest, ScriptedServer, _Handler
 from singularity.tools.base import Toolset
 
@@ -73,8 +74,10 @@ def boot(
 
 
 def state_of(root: Path) -> AgentState:
-    """The being's saved state."""
-    return parse_state((root / "being" / "state.json").read_bytes())
+    """The being's current state: `state.json` with `state.redo` replayed onto it."""
+    state = peek_state(str(root / "being"))
+    assert state is not None, f"no being at {root / 'being'}"
+    return state
 
 
 def all_events(root: Path) -> list[Event]:

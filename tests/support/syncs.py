@@ -17,8 +17,16 @@ The log holds every inode it has seen open until `close`, so the kernel cannot h
 inode number it recorded to a new file: an identity (device, inode) always names the
 same file, and a stale sync can never vouch for a later file.
 
+A being's `activity.jsonl` and `conversation.jsonl` are synced at checkpoints only: what a
+step appends to them between checkpoints is durable in `state.redo` beside them, whose
+record was fdatasynced first. Such a file counts as durable when everything past its
+last sync is held by the log: the log itself synced at its current size, its records
+covering the journal from where the checkpoint left it, and the archive synced at least
+up to the messages the checkpoint archived.
+
 `watch` makes the check run at the moments a crash must find everything durable: before
-each model call, each tool call and each state commit (the fsync of a new `state.json`).
+each model call, each tool call and each state commit (the fdatasync of a step's record
+in `state.redo`, or the fsync of a new `state.json`).
 Problems are collected in `failures` (raising inside the being would be journaled as a
 warning, not fail the test); `checked` counts, per file, the moments it was found
 durable, so a test can assert that what it claims to cover was really written and seen.
@@ -37,8 +45,13 @@ from typing import Any
 
 import pytest
 
+from singularity.domain.state import parse_state
 from singularity.gateway.client import BramaClient
 from singularity.storage import fsio
+from singularity.storage.activity import ACTIVITY_FILE
+from singularity.storage.conversation_archive import ARCHIVE_FILE
+from singularity.storage.statedir import STATE_FILE
+from singularity.store import redo
 from singularity.tools.catalogue import Catalogue
 
 Identity = tuple[int, int]
@@ -46,6 +59,10 @@ Identity = tuple[int, int]
 TEMP_NAME = re.compile(r".*[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp")
 # Files whose durability is not ours to give: SQLite syncs its own, a lock file holds no data.
 NOT_OURS = re.compile(r".*\.(db|sqlite3?)(-wal|-shm|-journal)?|(.*\.)?lock")
+# The syncs that make a checkpoint (the temp file of a new `state.json`) and a step (its
+# record in `state.redo`) durable: the moments a commit happens.
+STATE_COMMIT = "state.fsync"
+STEP_COMMIT = "redo.fsync"
 
 
 @dataclass(frozen=True)
@@ -143,6 +160,35 @@ class SyncLog:
             for sync in self.syncs
         )
 
+    def synced_size(self, path: Path) -> int:
+        """The largest size at which the file now at `path` was synced (0 if never)."""
+        identity = _identity(os.stat(path, follow_symlinks=False))
+        return max(
+            (s.size for s in self.syncs if s.identity == identity and not s.is_dir), default=0
+        )
+
+    def held_by_log(self, path: Path) -> bool:
+        """Whether what the being's journal or archive at `path` holds past its last sync is
+        durable in the synced `state.redo` beside it (module docstring)."""
+        if path.name not in (ACTIVITY_FILE, ARCHIVE_FILE):
+            return False
+        log_path, state_path = path.parent / redo.REDO_FILE, path.parent / STATE_FILE
+        if not (log_path.exists() and state_path.exists()) or not self.content_synced(log_path):
+            return False
+        checkpoint = state_path.read_bytes()
+        scanned = redo.scan(log_path.read_bytes())
+        if scanned.torn_bytes or scanned.base != redo.checkpoint_id(checkpoint):
+            return False
+        synced = self.synced_size(path)
+        if path.name == ACTIVITY_FILE:
+            records = scanned.records
+            return bool(records) and (
+                records[0].activity_at <= synced
+                and path.stat().st_size <= records[-1].activity_end
+            )
+        archived = parse_state(checkpoint).mind.conversation_archived
+        return path.read_bytes()[:synced].count(b"\n") >= archived
+
     def removals_synced(self, directory: Path) -> list[str]:
         """The names the last recorded sync of `directory` listed that are gone from it."""
         identity = _identity(os.stat(directory, follow_symlinks=False))
@@ -168,7 +214,12 @@ class SyncLog:
                 continue
             if not self.entry_synced(path):
                 found.append(f"{path}: entry not synced in its directory")
-            elif path.is_file() and not path.is_symlink() and not self.content_synced(path):
+            elif (
+                path.is_file()
+                and not path.is_symlink()
+                and not self.content_synced(path)
+                and not self.held_by_log(path)
+            ):
                 found.append(f"{path}: content not synced at {path.stat().st_size} bytes")
             else:
                 self.checked[str(path)] += 1
@@ -228,10 +279,12 @@ def install(monkeypatch: pytest.MonkeyPatch) -> SyncLog:
     real = fsio.sync
 
     def recorded(fd: int, name: str, *, data_only: bool = False) -> None:
-        if name == "state.fsync":
+        if name == STATE_COMMIT:
             log.check("state commit")
         log.record(fd, name, data_only)
         real(fd, name, data_only=data_only)
+        if name == STEP_COMMIT:
+            log.check("state commit")  # the step's record, in the file checked, is durable now
 
     monkeypatch.setattr(fsio, "sync", recorded)
     return log
