@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from singularity.domain.state import parse_state
 from singularity.runtime.verify import verify_state_dir
+from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import spawn_turn
 from tests.support.children_procs import TAG, kill_tagged, new_tag
@@ -214,8 +214,8 @@ def test_a_top_up_raises_the_balance_through_an_operator_credit(world: World) ->
     world.wait(lambda: _balance(world) > before + Decimal("4.9"), "the new balance on the page")
     credit = world.of_type("operator_credited")[0]
     assert (credit["amount"], credit["note"]) == ("5", "monthly allowance")
-    state = parse_state((world.root / "ada" / "state.json").read_bytes())
-    assert state.budget.operator_credited == Decimal(5)
+    state = peek_state(str(world.root / "ada"))  # the living being: state.json + state.redo
+    assert state is not None and state.budget.operator_credited == Decimal(5)
     assert state.budget.earned == Decimal(0)
     assert world.of_type("revenue_credited") == []
 

@@ -253,7 +253,7 @@ class Family:
     @staticmethod
     def _open(settings: Settings, *, resume: bool) -> LiveBeing:
         being = open_being(settings, resume=resume)
-        ledger.reconcile(being, being.activity.events_at_open)
+        ledger.reconcile(being, being.events_at_open)
         children.settle_unstarted_children(being, settings)
         being.save()
         return being
