@@ -342,7 +342,7 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _rewrite(state_dir: Path, change: Callable[[AgentState], None]) -> None:
     being = open_being(resolve({"state_dir": str(state_dir), "resume": True}, environ={}))
     change(being.state)
-    being.save()
+    being.checkpoint()  # stopped cleanly: state.json alone is current
     being.close()
 
 

@@ -74,10 +74,12 @@ def test_a_crash_before_the_opening_save_delivers_the_message_again(
         born(tmp_path, server, cli)
         request = new_request("message", now_text(), text=QUESTION)
         assert deliver(str(tmp_path / "being"), request).route == "inbox"
-        # Saves of a resumed `once`: the boot save, then the opening save of cycle 2.
-        assert once(tmp_path, server, failpoints="state.rename=kill@2") == -9
+        # Steps of a resumed `once`: `started`, then the opening of cycle 2, killed before
+        # its record: nothing of that step is durable, the message waits in the inbox.
+        assert once(tmp_path, server, failpoints="redo.write=kill@2") == -9
         assert state_of(tmp_path).cycle == 1
-        assert [e["cycle"] for e in of_type(tmp_path, "operator_message")] == [2]
+        assert of_type(tmp_path, "operator_message") == []
+        assert len(pending(tmp_path)) == 1
         assert server.completions[-1].json["messages"][-1].get("name") != "operator"
         assert once(tmp_path, server) == 0
         last = server.completions[-1]
@@ -85,7 +87,6 @@ def test_a_crash_before_the_opening_save_delivers_the_message_again(
         {"role": "user", "name": "operator", "content": f"Message from your operator: {QUESTION}"}
     ]
     assert [(e["cycle"], e["request_id"]) for e in of_type(tmp_path, "operator_message")] == [
-        (2, request.id),
         (2, request.id),
     ]
     conversation = state_of(tmp_path).conversation
@@ -102,8 +103,8 @@ def test_a_crash_after_a_credit_is_journaled_credits_it_once(
         before = state_of(tmp_path).budget
         request = new_request("credit", now_text(), amount=Decimal("2.5"), note="for the trip")
         deliver(str(tmp_path / "being"), request)
-        # The boot save, then the save after the credit: killed before that rename.
-        assert once(tmp_path, server, "--output-price", "1", failpoints="state.rename=kill@2") == -9
+        # Steps: `started`, then the credit's, killed before its record.
+        assert once(tmp_path, server, "--output-price", "1", failpoints="redo.write=kill@2") == -9
         assert state_of(tmp_path).budget.operator_credited == 0
         assert once(tmp_path, server, "--output-price", "1") == 0
     budget = state_of(tmp_path).budget

@@ -76,7 +76,8 @@ def boot(
 def state_of(root: Path) -> AgentState:
     """The being's current state: `state.json` with `state.redo` replayed onto it."""
     state = peek_state(str(root / "being"))
-    assert state is not None, f"no being at {root / 'being'}"
+    if state is None:
+        raise FileNotFoundError(f"no being at {root / 'being'}")
     return state
 
 
