@@ -27,6 +27,7 @@ from singularity.domain import events
 from singularity.errors import FatalIoError
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.storage import fsio
+from singularity.store.directory import peek_state
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -185,7 +186,7 @@ def being(tmp_path: Path) -> Iterator[LiveBeing]:
 @pytest.mark.parametrize(
     "spec", ["state.write=enospc", "state.write=eio", "state.fsync=eio", "state.rename=eio"]
 )
-def test_a_failed_save_is_fatal_and_leaves_the_old_state(
+def test_a_failed_checkpoint_is_fatal_and_leaves_the_old_state(
     tmp_path: Path, being: LiveBeing, spec: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state_dir = tmp_path / "state"
@@ -204,7 +205,7 @@ def test_a_failed_save_is_fatal_and_leaves_the_old_state(
     fsio.arm_failpoints(spec)
 
     with pytest.raises(FatalIoError) as caught:
-        being.save()
+        being.checkpoint()
 
     assert caught.value.exit_code == 4
     assert str(caught.value).startswith("cannot save state.json: ")
@@ -213,47 +214,56 @@ def test_a_failed_save_is_fatal_and_leaves_the_old_state(
     assert _temps(state_dir) == []
     assert being.state.status == "failed"
     assert len(saves) == 1  # never written again, never retried
-    journal = (state_dir / "activity.jsonl").read_bytes()
-    assert journal.startswith(journal_before)
-    added = _lines(state_dir / "activity.jsonl")[len(journal_before.splitlines()) :]
-    assert added == [
-        {"type": "stopped", "at": "2026-01-02T03:04:05Z", "cycle": 5, "status": "failed"}
-    ]
+    assert (state_dir / "activity.jsonl").read_bytes() == journal_before
+    with pytest.raises(FatalIoError):
+        being.save()
+    # The step before the checkpoint is durable in state.redo: the being is at cycle 5.
+    assert peek_state(str(state_dir)).cycle == 5  # type: ignore[union-attr]
 
 
 def test_a_failed_directory_sync_is_fatal(tmp_path: Path, being: LiveBeing) -> None:
     fsio.arm_failpoints("state.dirsync=eio")
     being.state.cycle = 6
     with pytest.raises(FatalIoError):
-        being.save()
+        being.checkpoint()
     assert being.state.status == "failed"
     assert _temps(tmp_path / "state") == []
-    last = _lines(tmp_path / "state" / "activity.jsonl")[-1]
-    assert last == {"type": "stopped", "at": "2026-01-02T03:04:05Z", "cycle": 6, "status": "failed"}
+    assert peek_state(str(tmp_path / "state")).cycle == 6  # type: ignore[union-attr]
 
 
-def test_a_failed_save_with_a_failing_journal_still_marks_the_being_failed(
+def test_a_failed_checkpoint_with_a_failing_journal_still_marks_the_being_failed(
     tmp_path: Path, being: LiveBeing
 ) -> None:
     old = (tmp_path / "state" / "state.json").read_bytes()
     journal = (tmp_path / "state" / "activity.jsonl").read_bytes()
+    being.state.cycle = 7
+    being.journal(events.cycle_started(being.now(), 7))
     fsio.arm_failpoints("state.fsync=eio,activity.write=eio")
     with pytest.raises(FatalIoError):
-        being.save()
+        being.checkpoint()
     assert being.state.status == "failed"
     assert (tmp_path / "state" / "state.json").read_bytes() == old
     assert (tmp_path / "state" / "activity.jsonl").read_bytes() == journal
 
 
 @pytest.mark.parametrize(
-    "spec", ["activity.fsync=eio", "activity.write=eio", "activity.write=enospc"]
+    ("spec", "message"),
+    [
+        ("activity.write=eio", "cannot append to activity.jsonl: "),
+        ("activity.write=enospc", "cannot append to activity.jsonl: "),
+        ("redo.write=eio", "cannot append to state.redo: "),
+        ("redo.fsync=eio", "cannot append to state.redo: "),
+        ("activity.fsync=eio", "cannot sync activity.jsonl: "),
+    ],
 )
-def test_a_failed_journal_append_is_fatal(being: LiveBeing, spec: str) -> None:
+def test_a_failed_journal_append_is_fatal(being: LiveBeing, spec: str, message: str) -> None:
     fsio.arm_failpoints(spec)
+    being.journal(events.cycle_started(being.now(), 1))
     with pytest.raises(FatalIoError) as caught:
-        being.journal(events.cycle_started(being.now(), 1))
+        being.checkpoint()  # the step, then the checkpoint that syncs the journal
     assert caught.value.exit_code == 4
-    assert str(caught.value).startswith("cannot append to activity.jsonl: ")
+    assert str(caught.value).startswith(message)
+    assert being.broken
 
 
 def test_a_failed_journal_write_leaves_the_journal_unchanged(
@@ -261,8 +271,9 @@ def test_a_failed_journal_write_leaves_the_journal_unchanged(
 ) -> None:
     before = (tmp_path / "state" / "activity.jsonl").read_bytes()
     fsio.arm_failpoints("activity.write=enospc")
+    being.journal(events.cycle_started(being.now(), 1))
     with pytest.raises(FatalIoError):
-        being.journal(events.cycle_started(being.now(), 1))
+        being.save()
     assert (tmp_path / "state" / "activity.jsonl").read_bytes() == before
 
 
@@ -298,23 +309,25 @@ KILLED_SAVE = textwrap.dedent(
     being = open_being(settings)
     being.state.cycle = 99
     fsio.arm_failpoints(sys.argv[2])
-    being.save()
+    being.checkpoint()
     print("survived")
     """
 )
 
 
 @pytest.mark.parametrize(
-    ("spec", "new_state_visible", "temp_left"),
+    ("spec", "new_state_visible", "temp_left", "resumed_cycle"),
     [
-        ("state.write=kill", False, True),
-        ("state.fsync=kill", False, True),
-        ("state.rename=kill", False, True),
-        ("state.dirsync=kill", True, False),
+        ("redo.write=kill", False, False, 0),  # the step never became durable
+        ("redo.fsync=kill", False, False, 99),  # its record was written: a kill keeps it
+        ("state.write=kill", False, True, 99),  # the checkpoint after the durable step
+        ("state.fsync=kill", False, True, 99),
+        ("state.rename=kill", False, True, 99),
+        ("state.dirsync=kill", True, False, 99),
     ],
 )
 def test_kill_at_each_save_step_then_resume(
-    tmp_path: Path, spec: str, new_state_visible: bool, temp_left: bool
+    tmp_path: Path, spec: str, new_state_visible: bool, temp_left: bool, resumed_cycle: int
 ) -> None:
     state_dir = tmp_path / "state"
     settings = resolve({"state_dir": str(state_dir)}, environ={})
@@ -341,6 +354,6 @@ def test_kill_at_each_save_step_then_resume(
     resumed = open_being(resolve({"state_dir": str(state_dir), "resume": True}, environ={}))
     try:
         assert _temps(state_dir) == []  # leftovers of our own naming are removed at boot
-        assert resumed.state.cycle == current["cycle"]
+        assert resumed.state.cycle == resumed_cycle
     finally:
         resumed.close()
