@@ -18,9 +18,9 @@ import pytest
 
 from singularity.config import resolve
 from singularity.domain.records import ToolCall
-from singularity.domain.state import parse_state
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.tool_call import execute_tool_call
+from singularity.store.directory import peek_state
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.output_boundary import STRICT
 from singularity.tools.self_tools import memory_and_self_tools
@@ -64,8 +64,9 @@ def _journal(being: LiveBeing) -> list[str]:
 
 
 def _assert_saved(being: LiveBeing) -> None:
-    on_disk = parse_state((Path(being.statedir.path) / "state.json").read_bytes())
-    assert on_disk == being.state
+    """The being on disk (state.json with state.redo replayed) is the one in memory."""
+    on_disk = peek_state(being.statedir.path)
+    assert on_disk is not None and on_disk == being.state
     assert on_disk.to_json() == being.state.to_json()
 
 
@@ -96,8 +97,8 @@ def test_a_successful_call_is_recorded_messaged_journaled_and_saved(being: LiveB
     )
     assert state.updated_at > action.at  # saved after the call
     _assert_saved(being)
-    saved = json.loads((Path(being.statedir.path) / "state.json").read_text("utf-8"))
-    assert saved["conversation"][-1] == state.conversation[-1]
+    saved = peek_state(being.statedir.path)
+    assert saved is not None and saved.conversation[-1] == state.conversation[-1]
 
 
 def test_a_failed_call_is_recorded_as_failed(being: LiveBeing) -> None:

@@ -84,7 +84,9 @@ def replay(dir_fd: int) -> Replay:
         raise StateError(str(error)) from None
     found.torn_log_bytes = scanned.torn_bytes
     if scanned.base != redo.checkpoint_id(state_bytes):
-        found.stale_log = True
+        # An empty log naming another state.json is what a clean stop leaves before
+        # state.json is edited by hand: nothing in it is lost, nothing to report.
+        found.stale_log = bool(scanned.records)
         return found
     if not scanned.records:
         return found
