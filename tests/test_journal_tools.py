@@ -49,6 +49,8 @@ def call(part: JournalExtension, name: str, **arguments: Any) -> Outcome:
 
 
 def events(being: LiveBeing) -> list[dict[str, Any]]:
+    """The journal once the step in progress is durable, as the runtime's next save makes it."""
+    being.save()
     path = Path(being.statedir.path) / "activity.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
