@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tests.support.sanctum import being_args, clean_env, sessions_of
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
 WRITE = "singularity_sanctum_write"
+STOPPING = "stopping at the next safe point"
 
 
 def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
@@ -122,26 +124,34 @@ def _cycles_and_notes(root: Path) -> tuple[list[int], list[int]]:
 
 
 def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path: Path) -> None:
+    # The third call is answered only once the being has taken the signal: the stop lands
+    # in the middle of cycle two however slowly the signal is handled (decision 9: it takes
+    # effect at the next safe point, after the call in flight).
+    in_flight = threading.Event()
     script = [
         Turn.tool_call(WRITE, {"path": "memory/topics/plan.md", "content": "# Plan\n"}),
         Turn.text("first cycle done"),
-        Turn.tool_call("singularity_self_add_rule", {"rule": "hold on"}).delayed(1.0),
+        Turn.tool_call("singularity_self_add_rule", {"rule": "hold on"}).held(in_flight),
     ]
-    with ScriptedServer(script) as server:
+    stderr = tmp_path / "stderr.log"
+    with ScriptedServer(script) as server, stderr.open("wb") as err_file:
         process = subprocess.Popen(
             [str(SINGULARITY), "run", *being_args(tmp_path, server.url)],
             env=clean_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
         )
         try:
-            wait_for(lambda: len(server.completions) >= 3, "the delayed turn")
+            wait_for(lambda: len(server.completions) >= 3, "the held turn")
             process.send_signal(signal.SIGTERM)
-            _, err = process.communicate(timeout=60)
+            wait_for(lambda: STOPPING in stderr.read_text(), "the being to take the signal")
+            in_flight.set()
+            process.wait(timeout=60)
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 0, err.decode()
+    err = stderr.read_text()
+    assert process.returncode == 0, err
     started, noted = _cycles_and_notes(tmp_path)
     assert started == [1, 2] and noted == [1, 2]
     note = sessions_of(tmp_path)
@@ -155,7 +165,7 @@ def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> Non
     script = [
         Turn.text("first cycle done"),
         Turn.tool_call("singularity_self_add_rule", {"rule": "remember"}),
-        Turn.text("never answered").delayed(60),
+        Turn.text("never answered").held(threading.Event()),
     ]
     with ScriptedServer(script) as server:
         process = subprocess.Popen(
