@@ -14,15 +14,10 @@ from pathlib import Path
 import pytest
 
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import (
-    ModelsOutageServer,
-    Result,
-    cli_args,
-    closed_port_url,
-)
+from tests.support.loop_http import ModelsOutageServer, Result, cli_args
+from tests.support.ports import closed_port_url
 
 OK = {"brama_model": "scripted-model", "las_tools": 0, "most": None, "ok": True}
-
 
 
 @pytest.mark.parametrize(

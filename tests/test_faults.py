@@ -22,8 +22,9 @@ import pytest
 from singularity.runtime.import_service import SOCKET_NAME
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.living import clean_environment, run_command
-from tests.support.loop_http import boot, cli_args, closed_port_url, journal, run, state_of
+from tests.support.loop_http import boot, cli_args, journal, run, state_of
 from tests.support.polling import wait_for, wait_for_async
+from tests.support.ports import closed_port_url
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
 MIND = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from singularity.errors import RuntimeFailure
-from singularity.fleet.dev import TemporalDevServer, _listens
+from singularity.fleet.dev import TemporalDevServer, listens
 
 
 def test_a_port_another_program_listens_on_is_never_taken_for_the_server(
@@ -35,6 +35,6 @@ def test_a_server_on_a_port_of_its_own_choosing_listens_there_itself(tmp_path: P
     server = TemporalDevServer(log_path=str(tmp_path / "temporal.log")).start()
     try:
         assert server.process is not None
-        assert _listens(server.process.pid, server.port)
+        assert listens(server.process.pid, server.port)
     finally:
         server.stop()

@@ -30,7 +30,8 @@ from singularity.gateway.wire import (
 from singularity.jsoncodec import compact
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import ToolDefinition
-from tests.support.loop_http import ModelsOutageServer, closed_port_url
+from tests.support.loop_http import ModelsOutageServer
+from tests.support.ports import closed_port_url
 from tests.support.reached import Reached
 
 NOW = 1_700_000_000

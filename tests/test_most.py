@@ -17,6 +17,7 @@ from singularity.most.client import MostClient
 from singularity.most.tools import CREATE_CHAT, HEALTH, SEND_MESSAGE, most_tools
 from singularity.secrets import Secret
 from singularity.tools.base import Status
+from tests.support.ports import closed_port_url
 
 CHAT_ID = "6f1c2a52-9d8e-4c1b-a3f0-0a1b2c3d4e5f"
 MESSAGE_ID = "0b7e8e0a-1111-4222-8333-944455566677"
@@ -251,7 +252,7 @@ def test_malformed_success_bodies_are_permanent(
 
 def test_transport_failures_are_transient_for_get_and_indeterminate_for_post() -> None:
     async def go() -> None:
-        client = MostClient(f"http://127.0.0.1:{_free_port()}/", Secret("t"), timeout=2)
+        client = MostClient(closed_port_url(), Secret("t"), timeout=2)
         try:
             with pytest.raises(MostError) as get_error:
                 await client.health()
@@ -263,11 +264,3 @@ def test_transport_failures_are_transient_for_get_and_indeterminate_for_post() -
         assert post_error.value.retry is RetryClass.INDETERMINATE
 
     asyncio.run(go())
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])

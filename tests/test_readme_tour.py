@@ -34,8 +34,8 @@ import pytest
 
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.living import clean_environment, terminate
-from tests.support.loop_http import free_port
 from tests.support.polling import wait_for
+from tests.support.ports import serve_on_free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -71,15 +71,20 @@ def checkout(tmp_path: Path) -> Path:
 @contextlib.contextmanager
 def gateway(checkout: Path, *extra: str) -> Iterator[str]:
     """The tour's first block, started on a free port; its URL once it answers."""
-    command, port = tour_blocks()[0], free_port()
+    command = tour_blocks()[0]
     log = (checkout / "gateway.log").open("wb")
-    server = subprocess.Popen(
-        [*command.split(), "--port", str(port), *extra],
-        cwd=checkout,
-        env=clean_environment(),
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
+    server, port = serve_on_free_port(
+        lambda port: subprocess.Popen(
+            [*command.split(), "--port", str(port), *extra],
+            cwd=checkout,
+            env=clean_environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        ),
+        "the gateway",
+        timeout=300,
+        log=checkout / "gateway.log",
     )
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -41,9 +40,10 @@ from singularity.errors import McpError
 from singularity.skills import plan_skills, start_skills
 from singularity.testing.scripted_server import Call, RecordedRequest, ScriptedServer, Turn
 from singularity.testing.scripted_server import _Handler as Handler
-from tests.servers import free_port, write_skills
+from tests.servers import write_skills
 from tests.support.loop_http import Result, all_events, boot, cli_args, run
 from tests.support.polling import DEFAULT_TIMEOUT, wait_for
+from tests.support.ports import serve_on_free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ROOT / "tests" / "mcp-servers" / "node_modules" / "@modelcontextprotocol"
@@ -123,7 +123,6 @@ def text_of(message: dict[str, Any]) -> str:
     [item] = message["content"]["content"]
     assert item["type"] == "text"
     return str(item["text"])
-
 
 
 # --- discovery ---------------------------------------------------------------------------
@@ -374,27 +373,16 @@ def test_a_server_killed_mid_call_costs_only_that_call(tmp_path: Path) -> None:
 @contextmanager
 def everything_over_http(transport: str) -> Iterator[int]:
     """server-everything over `sse` or `streamableHttp` on a free loopback port."""
-    port = free_port()
-    process = subprocess.Popen(
-        [node(), str(EVERYTHING), transport],
-        env={"PATH": os.environ.get("PATH", ""), "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    process, port = serve_on_free_port(
+        lambda port: subprocess.Popen(
+            [node(), str(EVERYTHING), transport],
+            env={"PATH": os.environ.get("PATH", ""), "PORT": str(port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        f"server-everything {transport}",
     )
     try:
-
-        def listening() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"server-everything {transport} exited with {process.returncode}"
-                )
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-            except OSError:
-                return False
-            return True
-
-        wait_for(listening, f"server-everything {transport}")
         yield port
     finally:
         process.terminate()

@@ -4,14 +4,14 @@ configure and start them."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from tests.support.ports import serve_on_free_port
 
 HERE = Path(__file__).parent
 DEMO = HERE / "demo.py"
@@ -37,30 +37,17 @@ def write_skills(path: Path, servers: Mapping[str, Any]) -> Path:
     return path
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def http_demo(timeout: float = 60.0) -> Iterator[str]:
     """The demo server over streamable HTTP on 127.0.0.1; yields its endpoint URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(DEMO), "--http", str(port)], stderr=subprocess.DEVNULL
+    process, port = serve_on_free_port(
+        lambda port: subprocess.Popen(
+            [sys.executable, str(DEMO), "--http", str(port)], stderr=subprocess.DEVNULL
+        ),
+        "the HTTP demo server",
+        timeout=timeout,
     )
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the HTTP demo server did not start") from None
-                time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -207,18 +206,6 @@ def cli_args(root: Path, server: ScriptedServer | str, *extra: str) -> list[str]
         "0",
         *extra,
     ]
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def closed_port_url() -> str:
-    """The URL of a gateway that is down: connections to it are refused."""
-    return f"http://127.0.0.1:{free_port()}/"
 
 
 class ModelsOutageServer(ScriptedServer):

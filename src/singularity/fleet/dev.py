@@ -56,7 +56,7 @@ def _accepts(host: str, port: int) -> bool:
         return False
 
 
-def _listens(pid: int, port: int) -> bool:
+def listens(pid: int, port: int) -> bool:
     """Whether process `pid` holds a socket listening on TCP `port` (Linux's /proc)."""
     listening: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -132,7 +132,7 @@ class TemporalDevServer:
         deadline = time.monotonic() + READY_SECS
         # Another program may listen on the port (it took it before the server could): the
         # server is up when the listening socket is its own.
-        while not (_listens(process.pid, self.port) and _accepts(self.host, self.port)):
+        while not (listens(process.pid, self.port) and _accepts(self.host, self.port)):
             if process.poll() is not None:
                 self.process = None
                 return False
