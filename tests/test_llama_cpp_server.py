@@ -11,8 +11,10 @@ serve --config`), which sends it the key from its `key_file` as a bearer: the of
 `openai` client lists its model, gets a tool call and a streamed answer through the
 gateway, and `doctor` passes there.
 
-The model is slow on two shared cores, so the default tier lives one model round (a tool
-call, then the round limit) and the slow tier a whole cycle.
+The model is slow on two shared cores, and evaluating the being's prompt is most of its
+work: the default tier lives one model round (a tool call, then the round limit) on a
+small context budget, which shortens the sanctum's part of the prompt, and with few
+completion tokens; the slow tier lives that round at full size, and a whole cycle.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import pytest
 from singularity.runtime.verify import verify_state_dir
 from tests.support.brama import ASK, REMEMBER, brama_serve
 from tests.support.living import clean_environment, run_command, terminate
-from tests.support.loop_http import free_port
 from tests.support.polling import wait_for
+from tests.support.ports import serve_on_free_port
 
 SINGULARITY = Path(sys.executable).with_name("singularity")
 API_KEY = "llama-server-key-7f3a"
@@ -57,39 +59,43 @@ def _answers(url: str) -> bool:
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL (`…/v1/`) of a running llama_cpp.server; stopped after the module."""
-    log = (tmp_path_factory.mktemp("llama") / "server.log").open("wb")
-    port = free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    log = log_path.open("wb")
     # One thread that sleeps when idle: OpenMP's spinning threads crawl on a shared machine.
     env = clean_environment(OMP_WAIT_POLICY="PASSIVE")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(_smollm2()),
-            "--model_alias",
-            ALIAS,
-            "--chat_format",
-            "chatml-function-calling",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_threads",
-            "1",
-            "--n_threads_batch",
-            "1",
-            "--n_ctx",
-            "8192",
-            "--api_key",
-            API_KEY,
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-    )
+
+    def launch(port: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(_smollm2()),
+                "--model_alias",
+                ALIAS,
+                "--chat_format",
+                "chatml-function-calling",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_threads",
+                "1",
+                "--n_threads_batch",
+                "1",
+                "--n_ctx",
+                "8192",
+                "--api_key",
+                API_KEY,
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+
+    server, port = serve_on_free_port(launch, "llama_cpp.server", timeout=300, log=log_path)
     url = f"http://127.0.0.1:{port}/v1/"
     try:
         wait_for(
@@ -139,6 +145,11 @@ def test_doctor_passes_against_llama_cpp_server(llama_server: str, tmp_path: Pat
     ]
 
 
+# The default tier's round: about 2,500 prompt tokens instead of 2,800, 48 completion tokens.
+REDUCED = ("--context-tokens", "1024", "--max-tokens", "48")
+FULL = ("--context-tokens", "8192", "--max-tokens", "96")
+
+
 def _live_once(root: Path, url: str, *limits: str) -> dict[str, object]:
     args = _being(
         root,
@@ -147,8 +158,6 @@ def _live_once(root: Path, url: str, *limits: str) -> dict[str, object]:
         "auto",
         "--temperature",
         "0",
-        "--max-tokens",
-        "96",
         "--http-timeout-secs",
         "900",
         "--stimulus",
@@ -169,14 +178,26 @@ def journal_of(root: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.timeout(900)
-def test_once_makes_a_tool_call_through_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
-    report = _live_once(tmp_path, llama_server, "--max-tool-rounds", "1")
+def _one_tool_round(root: Path, url: str, size: tuple[str, ...]) -> None:
+    report = _live_once(root, url, "--max-tool-rounds", "1", *size)
     assert report["status"] == "tool_round_limit"
     actions = report["actions"]
     assert isinstance(actions, list) and len(actions) >= 1  # the model called a tool; it ran
-    finished = [e for e in journal_of(tmp_path) if e["type"] == "tool_finished"]
+    finished = [e for e in journal_of(root) if e["type"] == "tool_finished"]
     assert [e["tool"] for e in finished] == actions
+
+
+@pytest.mark.timeout(900)
+def test_once_makes_a_tool_call_through_llama_cpp_server(llama_server: str, tmp_path: Path) -> None:
+    _one_tool_round(tmp_path, llama_server, REDUCED)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_once_makes_a_tool_call_through_llama_cpp_server_at_full_size(
+    llama_server: str, tmp_path: Path
+) -> None:
+    _one_tool_round(tmp_path, llama_server, FULL)
 
 
 @pytest.mark.slow
@@ -184,7 +205,7 @@ def test_once_makes_a_tool_call_through_llama_cpp_server(llama_server: str, tmp_
 def test_once_lives_a_whole_cycle_through_llama_cpp_server(
     llama_server: str, tmp_path: Path
 ) -> None:
-    report = _live_once(tmp_path, llama_server)
+    report = _live_once(tmp_path, llama_server, *FULL)
     assert report["status"] in ("completed", "tool_round_limit")
     assert report["actions"]
 
