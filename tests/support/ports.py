@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from singularity.fleet.dev import listens
+from singularity.fleet.dev import free_port, listens
 from tests.support.polling import wait_for
 
 START_ATTEMPTS = 5
@@ -22,13 +22,6 @@ LOG_TAIL_CHARS = 3000
 
 _REFUSING: list[socket.socket] = []
 """Sockets bound and never listening, held so that nothing else can take their ports."""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now (another program may take it later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def closed_port_url() -> str:
