@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -63,6 +64,58 @@ def connect(url: str, lease_secs: float = leases.DEFAULT_LEASE_SECS) -> Connecti
         if row is not None and row[0] == "off":
             log.warning("the state store runs with %s=off: committed steps may be lost", setting)
     return db
+
+
+@dataclass
+class Snapshot:
+    """One being as one read-only transaction saw it."""
+
+    document: dict[str, Any]
+    """The being-v1 document (the conversation window, not the archive)."""
+    events: list[Event]
+    activity_seq: int
+    first: dict[str, int]
+    """Per list, the `seq` of its first row."""
+    count: dict[str, int]
+    extra: dict[str, Any]
+
+
+def read_snapshot(db: Connection, agent: str) -> Snapshot | None:
+    """The being `agent` in one repeatable-read transaction; None when there is none."""
+    first: dict[str, int] = {}
+    count: dict[str, int] = {}
+    with db.transaction(), db.cursor(row_factory=psycopg.rows.dict_row) as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        being = cursor.execute(
+            f"SELECT {', '.join(rows.BEING_COLUMNS)} FROM singularity.beings WHERE agent_id = %s",
+            (agent,),
+        ).fetchone()
+        if being is None:
+            return None
+        lists: dict[str, list[Any]] = {}
+        for table in rows.LISTS:
+            start = being["conversation_archived"] if table.path == "conversation" else None
+            condition = table.where() + (" AND seq >= %s" if start is not None else "")
+            found = db.execute(
+                f"SELECT seq, {', '.join(table.columns)} FROM singularity.{table.table} "
+                f"WHERE {condition} ORDER BY seq",
+                (*table.key(agent), *([start] if start is not None else [])),
+            ).fetchall()
+            lists[table.path] = [table.from_row(tuple(row[1:])) for row in found]
+            first[table.path] = int(found[0][0]) if found else (start or 0)
+            count[table.path] = len(found)
+        events = db.execute(
+            "SELECT seq, line FROM singularity.activity WHERE agent_id = %s ORDER BY seq",
+            (agent,),
+        ).fetchall()
+    return Snapshot(
+        document=rows.document(being, lists),
+        events=[rows.load_json(line) for _, line in events],
+        activity_seq=int(events[-1][0]) if events else 0,
+        first=first,
+        count=count,
+        extra=rows.load_json(being["extra"]),
+    )
 
 
 class Batch:
@@ -147,36 +200,15 @@ class PostgresStore:
         return state
 
     def _read(self) -> dict[str, Any] | None:
-        db, agent = self.db, self.agent_id
-        with db.transaction(), db.cursor(row_factory=psycopg.rows.dict_row) as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            being = cursor.execute(
-                f"SELECT {', '.join(rows.BEING_COLUMNS)} FROM singularity.beings "
-                "WHERE agent_id = %s",
-                (agent,),
-            ).fetchone()
-            if being is None:
-                return None
-            lists: dict[str, list[Any]] = {}
-            for table in rows.LISTS:
-                start = being["conversation_archived"] if table.path == "conversation" else None
-                condition = table.where() + (" AND seq >= %s" if start is not None else "")
-                found = db.execute(
-                    f"SELECT seq, {', '.join(table.columns)} FROM singularity.{table.table} "
-                    f"WHERE {condition} ORDER BY seq",
-                    (*table.key(agent), *([start] if start is not None else [])),
-                ).fetchall()
-                lists[table.path] = [table.from_row(tuple(row[1:])) for row in found]
-                self._first[table.path] = int(found[0][0]) if found else (start or 0)
-                self._count[table.path] = len(found)
-            events = db.execute(
-                "SELECT seq, line FROM singularity.activity WHERE agent_id = %s ORDER BY seq",
-                (agent,),
-            ).fetchall()
-        self._events = [rows.load_json(line) for _, line in events]
-        self._activity_seq = int(events[-1][0]) if events else 0
-        self._extra = rows.load_json(being["extra"])
-        return rows.document(being, lists)
+        found = read_snapshot(self.db, self.agent_id)
+        if found is None:
+            return None
+        self._events = found.events
+        self._activity_seq = found.activity_seq
+        self._first = found.first
+        self._count = found.count
+        self._extra = found.extra
+        return found.document
 
     # Steps.
 
