@@ -167,18 +167,18 @@ def fleet_side(
 
 async def _start(target: str, keys: list[str]) -> None:
     from singularity.fleet import control
+    from singularity.fleet.connection import TemporalConnection, connect
     from singularity.fleet.messages import DEFAULT_QUEUE
-    from singularity.fleet.worker import connect
 
-    client = await connect(target, "default")
+    client = await connect(TemporalConnection(target))
     for key in keys:
         await control.start(client, key, {"starting_balance": BALANCE}, DEFAULT_QUEUE)
 
 
 async def _end(target: str, keys: list[str]) -> None:
-    from singularity.fleet.worker import connect
+    from singularity.fleet.connection import TemporalConnection, connect
 
-    client = await connect(target, "default")
+    client = await connect(TemporalConnection(target))
     for key in keys:
         await client.get_workflow_handle(key).terminate("the bench is over")
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from singularity.fleet import control
+from singularity.fleet.connection import TemporalConnection, connect
 from singularity.fleet.dev import TemporalDevServer
-from singularity.fleet.worker import connect
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.fleet import SINGULARITY, WorkerProcess, check_life, dev_server, journal, verify
 from tests.support.polling import wait_for
@@ -49,7 +49,8 @@ def _status(target: str) -> str:
     """The being's status, asked in this process (the commands are tried once each)."""
 
     async def ask() -> str:
-        return str((await control.status(await connect(target, "default"), KEY))["status"])
+        client = await connect(TemporalConnection(target))
+        return str((await control.status(client, KEY))["status"])
 
     return asyncio.run(ask())
 

@@ -431,6 +431,48 @@ FLEET_OPTIONS = (
         "The fleet's Temporal namespace.",
     ),
     _opt(
+        "temporal_tls",
+        "SINGULARITY_TEMPORAL_TLS",
+        None,
+        "bool",
+        "Reach Temporal over TLS (on by itself when a TLS file or an API key is named).",
+    ),
+    _opt(
+        "temporal_ca_file",
+        "SINGULARITY_TEMPORAL_CA_FILE",
+        None,
+        "text",
+        "PEM file of the authority that signed Temporal's certificate [default: the system's].",
+    ),
+    _opt(
+        "temporal_tls_server_name",
+        "SINGULARITY_TEMPORAL_TLS_SERVER_NAME",
+        None,
+        "text",
+        "The name Temporal's certificate is checked for, and sent as SNI [default: the host].",
+    ),
+    _opt(
+        "temporal_cert_file",
+        "SINGULARITY_TEMPORAL_CERT_FILE",
+        None,
+        "text",
+        "PEM file of this client's certificate for mTLS (with --temporal-key-file).",
+    ),
+    _opt(
+        "temporal_key_file",
+        "SINGULARITY_TEMPORAL_KEY_FILE",
+        None,
+        "text",
+        "PEM file of this client's private key for mTLS (a 0600 secret file).",
+    ),
+    _opt(
+        "temporal_api_key_file",
+        "SINGULARITY_TEMPORAL_API_KEY_FILE",
+        None,
+        "text",
+        "File holding a Temporal Cloud API key (a 0600 secret file; TLS on).",
+    ),
+    _opt(
         "task_queue",
         "SINGULARITY_TASK_QUEUE",
         "beings",
@@ -616,10 +658,11 @@ def parse_option(name: str, raw: object) -> object:
 
 def resolve_fleet(
     flags: Mapping[str, object | None], environ: Mapping[str, str] | None = None
-) -> dict[str, str | None]:
-    """The fleet options: flag > environment > default."""
+) -> dict[str, object]:
+    """The fleet options, parsed (text, or a bool for `temporal_tls`; None when unset):
+    flag > environment > default."""
     env = os.environ if environ is None else environ
-    values: dict[str, str | None] = {}
+    values: dict[str, object] = {}
     for option in FLEET_OPTIONS:
         raw = flags.get(option.name)
         source = "flag"
@@ -627,7 +670,7 @@ def resolve_fleet(
             raw, source = env[option.env], "env"
         if raw is None:
             raw, source = option.default, "default"
-        values[option.name] = None if raw is None else str(_parse(option, raw, source))
+        values[option.name] = None if raw is None else _parse(option, raw, source)
     return values
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Callable, Coroutine
@@ -30,12 +31,26 @@ PER_BEING = {"agent_id", "state_dir", "workspace", "resume", "sanctum_dir"}
 """Options a worker does not take: each being has its own (its key, its place)."""
 WORKER_OPTIONS = tuple(option for option in ALL_OPTIONS if option.name not in PER_BEING)
 FLEET_NAMES = {option.name for option in FLEET_OPTIONS}
+CONNECTION = (
+    "temporal",
+    "temporal_namespace",
+    "temporal_tls",
+    "temporal_ca_file",
+    "temporal_tls_server_name",
+    "temporal_cert_file",
+    "temporal_key_file",
+    "temporal_api_key_file",
+)
+"""The options of the connection to Temporal, which every fleet command takes."""
 
 
 def _fleet_option(option: Option) -> Callable[[F], F]:
     env = f" [env: {option.env}]" if option.env else ""
     default = f" [default: {option.default}]" if option.default else ""
-    return click.option(option.flag, option.name, default=None, help=f"{option.help}{env}{default}")
+    text = f"{option.help}{env}{default}"
+    if option.kind == "bool":
+        return click.option(option.flag, option.name, is_flag=True, default=None, help=text)
+    return click.option(option.flag, option.name, default=None, help=text)
 
 
 def fleet_options(*names: str) -> Callable[[F], F]:
@@ -50,14 +65,17 @@ def fleet_options(*names: str) -> Callable[[F], F]:
     return decorate
 
 
-def _fleet() -> Any:
+def _fleet_module(name: str) -> Any:
     try:
-        from singularity.fleet import control, worker
+        return importlib.import_module(f"singularity.fleet.{name}")
     except ImportError as error:
         raise ConfigurationError(
             f"the fleet needs the [fleet] extra (pip install 'singularity[fleet]'): {error}"
         ) from None
-    return control, worker
+
+
+def _fleet() -> Any:
+    return _fleet_module("control"), _fleet_module("worker")
 
 
 def _run(work: Callable[[], Coroutine[Any, Any, T]], show: Callable[[T], None]) -> NoReturn:
@@ -79,17 +97,18 @@ def _run(work: Callable[[], Coroutine[Any, Any, T]], show: Callable[[T], None]) 
     os._exit(code)
 
 
+def _connection(values: dict[str, object]) -> Any:
+    """The `TemporalConnection` of the resolved options (refused when inconsistent)."""
+    return _fleet_module("connection").TemporalConnection.from_options(values)
+
+
 async def _client(params: dict[str, Any]) -> Client:
-    values = resolve_fleet(params)
-    _, worker = _fleet()
-    client: Client = await worker.connect(
-        str(values["temporal"]), str(values["temporal_namespace"])
-    )
+    client: Client = await _fleet_module("connection").connect(_connection(resolve_fleet(params)))
     return client
 
 
 @click.command(name="worker")
-@fleet_options("temporal", "temporal_namespace", "task_queue", "state_url")
+@fleet_options(*CONNECTION, "task_queue", "state_url")
 @click.option(
     "--keep-idle",
     type=click.FloatRange(min=0),
@@ -114,8 +133,7 @@ def worker_command(keep_idle: float, max_visits: int, **params: Any) -> None:
     settings_from({**params, "config_file": config_file})  # refuses bad options before starting
     _, worker = _fleet()
     options = worker.WorkerOptions(
-        temporal=str(values["temporal"]),
-        namespace=str(values["temporal_namespace"]),
+        connection=_connection(values),
         state_url=str(values["state_url"]),
         task_queue=str(values["task_queue"]),
         runtime_params=params,
@@ -145,7 +163,7 @@ def _set_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @fleet.command(name="start")
-@fleet_options("temporal", "temporal_namespace", "task_queue")
+@fleet_options(*CONNECTION, "task_queue")
 @click.option(
     "--set",
     "pairs",
@@ -167,7 +185,7 @@ def fleet_start(key: str, pairs: tuple[str, ...], **params: Any) -> None:
 
 
 def _control_command(kind: str, summary: str) -> click.Command:
-    @fleet_options("temporal", "temporal_namespace")
+    @fleet_options(*CONNECTION)
     @click.argument("key")
     def command(key: str, **params: Any) -> None:
         control, _ = _fleet()
@@ -187,7 +205,7 @@ _control_command("resume", "Resume a paused being.")
 
 
 @fleet.command(name="topup")
-@fleet_options("temporal", "temporal_namespace")
+@fleet_options(*CONNECTION)
 @click.option("--note", default=None, help="A note journaled with the credit (512 bytes at most).")
 @click.argument("key")
 @click.argument("amount")
@@ -203,7 +221,7 @@ def fleet_topup(key: str, amount: str, note: str | None, **params: Any) -> None:
 
 
 @fleet.command(name="say")
-@fleet_options("temporal", "temporal_namespace")
+@fleet_options(*CONNECTION)
 @wait_options("With --wait: give up after this many seconds.")
 @click.argument("key")
 @click.argument("text")
@@ -236,7 +254,7 @@ def fleet_say(key: str, text: str, wait: bool, timeout: float | None, **params: 
 
 
 @fleet.command(name="list")
-@fleet_options("temporal", "temporal_namespace")
+@fleet_options(*CONNECTION)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def fleet_list(as_json: bool, **params: Any) -> None:
     """List the living beings of the fleet with their status and money."""
@@ -268,7 +286,7 @@ def fleet_list(as_json: bool, **params: Any) -> None:
 
 
 @fleet.command(name="show")
-@fleet_options("temporal", "temporal_namespace")
+@fleet_options(*CONNECTION)
 @click.argument("key")
 def fleet_show(key: str, **params: Any) -> None:
     """Print a being's status in the fleet (JSON)."""

@@ -15,6 +15,7 @@ of it. `docs/fleet.md` tells the design, the commands and how to deploy it.
     residents    the beings a worker holds open, and the one visit function
     workflow     the being's workflow: life loop, operator updates, status query, children
     activities   the visit as a Temporal activity (heartbeats, cancellation as a stop)
+    connection   how workers and commands reach Temporal (plain, TLS, mTLS, an API key)
     worker       a worker process: the workflow and the visit on a task queue
     control      the client side of `singularity fleet`
     dev          a local Temporal dev server and PostgreSQL for a one-machine trial

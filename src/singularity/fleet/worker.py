@@ -1,10 +1,11 @@
 """A worker process: beings' workflows and visits on a task queue, and a queue of its own.
 
-`singularity worker --temporal HOST:PORT --state-url … [--task-queue Q]` polls two
-queues: the shared one (workflow tasks, and visits that open a being anywhere) and its
-own (visits to the beings it holds open). SIGTERM or SIGINT stops it gracefully: visits
-in flight end at their beings' next safe point, every held being is shut down and its
-hold released, and the workflows carry on with the other workers.
+`singularity worker --temporal HOST:PORT --state-url … [--task-queue Q]` (over TLS with
+the options of `singularity.fleet.connection`) polls two queues: the shared one (workflow
+tasks, and visits that open a being anywhere) and its own (visits to the beings it holds
+open). SIGTERM or SIGINT stops it gracefully: visits in flight end at their beings' next
+safe point, every held being is shut down and its hold released, and the workflows carry
+on with the other workers.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client
 from temporalio.worker import Worker
 
-from singularity.errors import ConfigurationError
 from singularity.fleet.activities import VisitActivity
+from singularity.fleet.connection import TemporalConnection, connect
 from singularity.fleet.places import FleetStore
 from singularity.fleet.residents import KEEP_IDLE_SECS, Residents, worker_name
 from singularity.fleet.workflow import BeingWorkflow
@@ -39,8 +39,7 @@ MAX_VISITS = 64
 class WorkerOptions:
     """What a worker needs: where Temporal and the store are, and the beings' settings."""
 
-    temporal: str
-    namespace: str
+    connection: TemporalConnection
     state_url: str
     task_queue: str
     runtime_params: Mapping[str, Any]
@@ -49,18 +48,10 @@ class WorkerOptions:
     max_visits: int = MAX_VISITS
 
 
-async def connect(target: str, namespace: str) -> Client:
-    """A client of the Temporal server at `target` (ConfigurationError when unreachable)."""
-    try:
-        return await Client.connect(target, namespace=namespace)
-    except RuntimeError as error:
-        raise ConfigurationError(f"cannot reach Temporal at {target}: {error}") from None
-
-
 async def run_worker(options: WorkerOptions, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT; `ready` is told the worker's own queue once it polls."""
     store = FleetStore.parse(options.state_url)
-    client = await connect(options.temporal, options.namespace)
+    client = await connect(options.connection)
     name = worker_name()
     own_queue = f"{options.task_queue}@{name}:{uuid.uuid4().hex[:8]}"
     residents = Residents(
@@ -95,7 +86,13 @@ async def run_worker(options: WorkerOptions, *, ready: Callable[[str], None] | N
         loop.add_signal_handler(number, stop.set)
     try:
         async with shared, own:
-            log.info("worker %s polling %s and %s", name, options.task_queue, own_queue)
+            log.info(
+                "worker %s polling %s and %s at %s",
+                name,
+                options.task_queue,
+                own_queue,
+                options.connection.describe(),
+            )
             if ready is not None:
                 ready(own_queue)
             while not stop.is_set():
