@@ -185,6 +185,18 @@ STATE_OPTIONS = (
     ),
 )
 
+STORE_OPTIONS = (
+    _opt(
+        "state_url",
+        "SINGULARITY_STATE_URL",
+        None,
+        "text",
+        "Where the being's state lives: a PostgreSQL state store (postgresql://…, the being "
+        "chosen by --agent-id; --state-dir still holds its inbox, sanctum, journal and logs) "
+        "or a state directory (a path or file:// URL, as --state-dir).",
+    ),
+)
+
 BRAMA_OPTIONS = (
     Option(
         "brama_url",
@@ -408,6 +420,7 @@ ALL_OPTIONS = (
     IDENTITY_OPTIONS
     + LOOP_OPTIONS
     + STATE_OPTIONS
+    + STORE_OPTIONS
     + BRAMA_OPTIONS
     + SKILL_OPTIONS
     + SANCTUM_OPTIONS
@@ -527,6 +540,9 @@ class Settings:
     review_self_edits: bool
     output_boundary: str
     state_dir: str
+    state_url: str | None
+    """A PostgreSQL state store; None: the being lives in `state_dir` (a directory
+    `--state-url` is resolved into `state_dir`)."""
     brama_url: str
     brama_model: str
     brama_secret_file: str | None
@@ -738,20 +754,22 @@ def resolve(
             else:
                 file_path = DEFAULT_CONFIG_FILE
     values: dict[str, object] = {}
+    sources: dict[str, str] = {}
     for option in ALL_OPTIONS:
         flag_value = flags.get(option.name)
         if flag_value is not None:
-            values[option.name] = _parse(option, flag_value, "flag")
+            raw, source = flag_value, "flag"
         elif option.env is not None and option.env in env:
-            values[option.name] = _parse(option, env[option.env], "env")
+            raw, source = env[option.env], "env"
         elif option.name in file_values:
-            values[option.name] = _parse(option, file_values[option.name], "file")
+            raw, source = file_values[option.name], "file"
         elif option.fallback_env is not None and option.fallback_env in env:
-            values[option.name] = _parse(option, env[option.fallback_env], "fallback")
-        elif option.default is not None:
-            values[option.name] = _parse(option, option.default, "default")
+            raw, source = env[option.fallback_env], "fallback"
         else:
-            values[option.name] = None
+            raw, source = option.default, "default"
+        values[option.name] = None if raw is None else _parse(option, raw, source)
+        sources[option.name] = source
+    _settle_state_url(values, sources)
     stimulus = values["stimulus"]
     if isinstance(stimulus, str):
         stimulus = trim(stimulus)  # Unicode White_Space, as spec §2 defines trim
@@ -768,6 +786,38 @@ def resolve(
     values["ignored_config_file"] = ignored
     names = {field.name for field in fields(Settings)}
     return Settings(**{name: values[name] for name in names})  # type: ignore[arg-type]
+
+
+_SOURCE_RANK = {"flag": 0, "env": 1, "file": 2, "fallback": 3, "default": 4}
+
+
+def _settle_state_url(values: dict[str, object], sources: dict[str, str]) -> None:
+    """Check `state_url`; a directory URL is another spelling of `state_dir`.
+
+    Of the two, the one given more directly (flag, then environment, then file) names the
+    directory; given alike, they must agree. A PostgreSQL URL is kept: the being's state
+    lives there, its local files in `state_dir`.
+    """
+    url = values["state_url"]
+    if url is None:
+        return
+    from singularity.store.opening import StorePlace
+
+    option = OPTIONS_BY_NAME["state_url"]
+    place = StorePlace.parse(str(url), _source_label(option, sources["state_url"]))
+    if place.is_postgres:
+        return
+    values["state_url"] = None
+    url_rank = _SOURCE_RANK[sources["state_url"]]
+    dir_rank = _SOURCE_RANK[sources["state_dir"]]
+    if dir_rank < url_rank:
+        return
+    if dir_rank == url_rank and values["state_dir"] != place.location:
+        raise ConfigurationError(
+            f"--state-dir {values['state_dir']} and --state-url {url} name two directories; "
+            "give one"
+        )
+    values["state_dir"] = place.location
 
 
 def finite(value: float) -> bool:

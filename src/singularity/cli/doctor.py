@@ -16,7 +16,7 @@ from singularity.runtime.doctor import doctor
 @runtime_options
 def doctor_command(**params: Any) -> None:
     """Read-only pre-flight: configuration, gateway, model, Most and skills; every check runs."""
-    report = asyncio.run(doctor(settings_from(params)))
+    report = asyncio.run(doctor(settings_from(params, on_postgres=True)))
     print_json(report.document, sort_keys=True)
     if report.failure is not None:
         raise report.failure

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
-PER_BEING = {"agent_id", "state_dir", "workspace", "resume", "sanctum_dir"}
+PER_BEING = {"agent_id", "state_dir", "state_url", "workspace", "resume", "sanctum_dir"}
 """Options a worker does not take: each being has its own (its key, its place)."""
 WORKER_OPTIONS = tuple(option for option in ALL_OPTIONS if option.name not in PER_BEING)
 FLEET_NAMES = {option.name for option in FLEET_OPTIONS}
@@ -130,7 +130,8 @@ def worker_command(keep_idle: float, max_visits: int, **params: Any) -> None:
     if values["state_url"] is None:
         raise ConfigurationError("--state-url is required (or SINGULARITY_STATE_URL)")
     config_file = params.pop("config_file", None)
-    settings_from({**params, "config_file": config_file})  # refuses bad options before starting
+    # Refuses bad options before starting.
+    settings_from({**params, "config_file": config_file}, on_postgres=True)
     _, worker = _fleet()
     options = worker.WorkerOptions(
         connection=_connection(values),

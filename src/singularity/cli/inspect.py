@@ -9,17 +9,18 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from singularity.cli.options import settings_from, state_options, with_options
+from singularity.cli.options import settings_from, store_options, with_options
 from singularity.cli.output import console, print_json
 from singularity.config import ALL_OPTIONS, Settings
 from singularity.errors import ConfigurationError, StateError
+from singularity.runtime.being import place_of
 from singularity.runtime.catalogue import offered_definitions
 from singularity.runtime.summary import journal_summary, sanctum_summary, summarize
-from singularity.runtime.verify import inspect_state_dir
+from singularity.runtime.verify import inspect_postgres, inspect_state_dir
 from singularity.settings_check import check_skills_file
 from singularity.skills import plan_skills, start_skills
 from singularity.storage.statedir import STATE_FILE
-from singularity.store.directory import peek_state
+from singularity.store.opening import peek_state_at
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.output_boundary import STRICT
@@ -35,12 +36,15 @@ TOOLS_OPTIONS = tuple(
 
 
 @click.command()
-@state_options
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def show(as_json: bool, **params: Any) -> None:
     """Show a being: identity, status, budget, mind, newest memories, children."""
-    settings = settings_from(params)
-    state = peek_state(settings.state_dir)
+    settings = settings_from(params, on_postgres=True)
+    place = place_of(settings)
+    state = peek_state_at(place, settings.agent_id)
+    if state is None and place.is_postgres:
+        raise StateError(f"no being {settings.agent_id} in {place.shown()}")
     if state is None:
         raise StateError(f"no being state exists at {os.path.join(settings.state_dir, STATE_FILE)}")
     summary = summarize(state)
@@ -131,28 +135,36 @@ def _render_summary(summary: dict[str, Any]) -> None:
 
 @click.command()
 @click.argument("directory", required=False, type=click.Path())
-@state_options
+@store_options
 def verify(directory: str | None, **params: Any) -> None:
-    """Check every invariant of a state directory; list what is wrong and exit 4.
+    """Check every invariant of a being; list what is wrong and exit 4.
 
-    The directory is DIRECTORY or --state-dir (default `.singularity`); it may be a living
-    being's.
+    The being is in DIRECTORY or --state-dir (default `.singularity`), or with --state-url
+    postgresql://… the one --agent-id names there; it may be a living being.
     """
-    state_dir = settings_from(params).state_dir
-    if directory is not None:
-        if params.get("state_dir") not in (None, directory):
-            raise click.UsageError("give the state directory once: DIRECTORY or --state-dir")
-        state_dir = directory
-    found = inspect_state_dir(state_dir)
+    given_dir = params.get("state_dir")
+    settings = settings_from(params, on_postgres=True)
+    if settings.state_url is not None:
+        if directory is not None:
+            raise click.UsageError("give one being: DIRECTORY or --state-url")
+        where = place_of(settings).label(settings.agent_id)
+        found = inspect_postgres(settings.state_url, settings.agent_id)
+    else:
+        where = settings.state_dir
+        if directory is not None:
+            if given_dir not in (None, directory):
+                raise click.UsageError("give the state directory once: DIRECTORY or --state-dir")
+            where = directory
+        found = inspect_state_dir(where)
     for warning in found.warnings:
-        click.echo(f"{state_dir}: warning: {warning}")
+        click.echo(f"{where}: warning: {warning}")
     problems = found.problems
     if not problems:
-        click.echo(f"{state_dir}: ok")
+        click.echo(f"{where}: ok")
         return
     for problem in problems:
-        click.echo(f"{state_dir}: {problem}")
-    raise StateError(f"{state_dir} failed verification: {len(problems)} problem(s)")
+        click.echo(f"{where}: {problem}")
+    raise StateError(f"{where} failed verification: {len(problems)} problem(s)")
 
 
 async def _never_called(arguments: dict[str, Any]) -> Outcome:
@@ -192,7 +204,7 @@ def catalogue_definitions(settings: Settings) -> list[ToolDefinition]:
 def tools(output_format: str, **params: Any) -> None:
     """List every tool a being is offered: skills (servers are started), Most, built-ins,
     sanctum and journal."""
-    definitions = catalogue_definitions(settings_from(params))
+    definitions = catalogue_definitions(settings_from(params, on_postgres=True))
     if output_format == "table":
         for definition in definitions:
             # One line per tool, even for a server's multi-line description.

@@ -72,7 +72,7 @@ async def _live(
     if log_format == "json":
         use_json_logs()
     make_non_dumpable()
-    settings = settings_from(params)
+    settings = settings_from(params, on_postgres=True)
     document = _startup_import(import_file, settings.resume)
     watcher: Callable[[LiveBeing], Callable[[Event], None]] = (
         (lambda being: json_lines())

@@ -7,7 +7,15 @@ from typing import Any, TypeVar
 
 import click
 
-from singularity.config import ALL_OPTIONS, STATE_OPTIONS, Option, Settings, resolve
+from singularity.config import (
+    ALL_OPTIONS,
+    STATE_OPTIONS,
+    STORE_OPTIONS,
+    Option,
+    Settings,
+    resolve,
+)
+from singularity.errors import ConfigurationError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,9 +71,25 @@ def wait_options(timeout_help: str) -> Callable[[F], F]:
 
 runtime_options = with_options(ALL_OPTIONS)
 state_options = with_options(STATE_OPTIONS)
+AGENT_ID = tuple(option for option in ALL_OPTIONS if option.name == "agent_id")
+store_options = with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID)
+"""`--state-dir`, `--state-url` and `--agent-id`: a being wherever it lives."""
 
 
-def settings_from(params: dict[str, Any]) -> Settings:
-    """Resolve settings from a command's parameters (unknown parameters are ignored)."""
+def settings_from(params: dict[str, Any], *, on_postgres: bool = False) -> Settings:
+    """Resolve settings from a command's parameters (unknown parameters are ignored).
+
+    A command that cannot reach a being in a PostgreSQL state store yet (`on_postgres`
+    false) refuses one named by `--state-url` or `SINGULARITY_STATE_URL`, rather than
+    read or write the local state directory instead.
+    """
     config_file = params.pop("config_file", None)
-    return resolve(params, config_file=config_file)
+    settings = resolve(params, config_file=config_file)
+    if settings.state_url is not None and not on_postgres:
+        context = click.get_current_context(silent=True)
+        command = context.command_path if context is not None else "this command"
+        raise ConfigurationError(
+            f"`{command}` does not work on a being in a PostgreSQL state store yet "
+            "(--state-url, SINGULARITY_STATE_URL)"
+        )
+    return settings

@@ -344,7 +344,7 @@ def render_duration(frequency: timedelta) -> str:
 @click.option("--print-schedule", is_flag=True, help="Print a cron line and a systemd timer.")
 def pulse_command(once: bool, print_schedule: bool, **params: Any) -> None:
     """One pulse: a quiet cycle that tends memory, then does PULSE.md's tasks, under a cap."""
-    settings = dataclasses.replace(settings_from(params), pulse=True)
+    settings = dataclasses.replace(settings_from(params, on_postgres=True), pulse=True)
     if print_schedule:
         click.echo(schedule_text(settings))
         return

@@ -1,7 +1,10 @@
 """A being opened for life: its state store, its state in memory and the step in progress.
 
 `open_being` applies the boot matrix and the resume gate of spec §4 before touching
-anything but the lock, so a refused boot changes nothing on disk. Events are journaled
+anything but the lock, so a refused boot changes nothing on disk. The being lives in
+its state directory or, with `--state-url postgresql://…`, in a PostgreSQL state store;
+its state directory then still holds its local files (inbox, sanctum, journal, logs),
+locked the same way. Events are journaled
 into the step in progress; `save` makes the step durable (`StateStore.commit`: the events
 and what changed, in one sync). Every save keeps the conversation window bounded
 (decision 8): messages leaving it go to the store's archive with the step, so nothing
@@ -25,7 +28,9 @@ from singularity.secrets import Scrubber
 from singularity.storage import funding
 from singularity.storage.activity import Event, read_events
 from singularity.storage.statedir import STATE_FILE, StateDir
-from singularity.store.directory import DirectoryStore, peek_state, replay
+from singularity.store.base import StateStore
+from singularity.store.directory import DirectoryStore, replay
+from singularity.store.opening import StorePlace, open_store_at, peek_state_at
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -37,9 +42,11 @@ WINDOW_BYTES = 1 << 20
 class LiveBeing:
     """The runtime's hold on one being; every change is journaled and saved through it."""
 
-    store: DirectoryStore
+    store: StateStore
     state: AgentState
     created: bool
+    statedir: StateDir
+    """The being's locked state directory: its state too, unless it lives in PostgreSQL."""
     events_at_open: list[Event] = field(default_factory=list)
     """The activity journal as the boot found it (the ledger reconciles with it)."""
     clock: Clock = system_clock
@@ -68,11 +75,6 @@ class LiveBeing:
 
     def __post_init__(self) -> None:
         self._committed = {id(message) for message in self.state.conversation}
-
-    @property
-    def statedir(self) -> StateDir:
-        """The being's locked state directory."""
-        return self.store.statedir
 
     def now(self) -> str:
         """The current time, rendered."""
@@ -182,8 +184,12 @@ class LiveBeing:
         self.state.status = "failed"
 
     def close(self) -> None:
-        """Release the being (its store, its lock)."""
-        self.store.close()
+        """Release the being (its store, its lock or lease, its state directory)."""
+        try:
+            self.store.close()
+        finally:
+            if not isinstance(self.store, DirectoryStore):
+                self.statedir.close()
 
     def _size(self, message: ChatMessage) -> int:
         key = id(message)
@@ -218,15 +224,23 @@ class LiveBeing:
         mind.conversation_archived += leaving
 
 
+def place_of(settings: Settings) -> StorePlace:
+    """Where the being of these settings lives."""
+    return StorePlace.chosen(settings.state_dir, settings.state_url)
+
+
 def check_boot_matrix(settings: Settings, exists: bool, resume: bool) -> None:
     """Spec §4: a new being needs no state, a resumed one needs it."""
     if resume and not exists:
         raise StateError("resume requested but no state exists")
     if exists and not resume:
-        raise StateError(
-            f"state already exists at {os.path.join(settings.state_dir, STATE_FILE)}; "
-            "use --resume or a new directory"
+        place = place_of(settings)
+        where = (
+            place.label(settings.agent_id)
+            if place.is_postgres
+            else os.path.join(settings.state_dir, STATE_FILE)
         )
+        raise StateError(f"state already exists at {where}; use --resume or a new directory")
 
 
 def check_identity(settings: Settings, state: AgentState | None) -> None:
@@ -237,7 +251,7 @@ def check_identity(settings: Settings, state: AgentState | None) -> None:
 
 def check_state(settings: Settings) -> None:
     """The boot matrix and the resume gate, read-only and without the lock (for `doctor`)."""
-    state = peek_state(settings.state_dir)
+    state = peek_state_at(place_of(settings), settings.agent_id)
     check_boot_matrix(settings, state is not None, settings.resume)
     check_identity(settings, state)
 
@@ -263,6 +277,9 @@ def open_being(
     recovery (a replay of the redo log, a checkpoint) changes anything.
     """
     resume = settings.resume if resume is None else resume
+    place = place_of(settings)
+    if place.is_postgres:
+        return _open_in_postgres(settings, place, resume, clock)
     if resume and not os.path.lexists(settings.state_dir):
         raise StateError("resume requested but no state exists")
     store = DirectoryStore.open(settings.state_dir)
@@ -274,17 +291,64 @@ def open_being(
         read_events(statedir.fd)  # refuses a corrupt journal before anything is changed
         statedir.remove_stale_temps()
         state = store.load()
-        if statedir.removed_temps:
-            log.warning("removed leftover temp files: %s", ", ".join(statedir.removed_temps))
-        if state is None:
-            grant = funding.claim(statedir.fd)
-            starting = grant.amount if grant is not None else settings.starting_balance
-            state = AgentState.new(
-                identity_from(settings), settings.brama_model, starting, now_text(clock)
-            )
+        being = _being(settings, store, statedir, state, clock)
     except BaseException:
         store.close()
         raise
+    return being
+
+
+def _open_in_postgres(
+    settings: Settings, place: StorePlace, resume: bool, clock: Clock
+) -> LiveBeing:
+    """A being in a PostgreSQL store, its local files in its own locked state directory."""
+    statedir = StateDir.open(settings.state_dir)
+    try:
+        if statedir.has_state():
+            raise StateError(
+                f"{settings.state_dir} holds a being of its own ({STATE_FILE}); give the being "
+                f"in {place.shown()} a state directory of its own"
+            )
+        store = open_store_at(place, settings.agent_id)
+    except BaseException:
+        statedir.close()
+        raise
+    try:
+        statedir.remove_stale_temps()
+        state = store.load()  # a read: nothing in the store is repaired at boot
+        check_boot_matrix(settings, state is not None, resume)
+        check_identity(settings, state)
+        being = _being(settings, store, statedir, state, clock)
+    except BaseException:
+        store.close()
+        statedir.close()
+        raise
+    return being
+
+
+def _being(
+    settings: Settings,
+    store: StateStore,
+    statedir: StateDir,
+    state: AgentState | None,
+    clock: Clock,
+) -> LiveBeing:
+    """The being opened, a new one made when its store holds none (funded by a parent's
+    grant, if one is waiting)."""
+    if statedir.removed_temps:
+        log.warning("removed leftover temp files: %s", ", ".join(statedir.removed_temps))
+    created = state is None
+    if state is None:
+        grant = funding.claim(statedir.fd)
+        starting = grant.amount if grant is not None else settings.starting_balance
+        state = AgentState.new(
+            identity_from(settings), settings.brama_model, starting, now_text(clock)
+        )
     return LiveBeing(
-        store, state, created=not exists, events_at_open=list(store.events_at_open), clock=clock
+        store,
+        state,
+        created=created,
+        statedir=statedir,
+        events_at_open=list(store.events_at_open),
+        clock=clock,
     )

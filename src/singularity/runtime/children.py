@@ -130,6 +130,9 @@ def child_environment(
     )
     # A child keeps its own sanctum under its own state directory, never the parent's.
     environment.pop("SINGULARITY_SANCTUM_DIR", None)
+    # A child lives in its state directory, also when its parent lives in PostgreSQL:
+    # under the parent's agent id there, it would contend for the parent's own lease.
+    environment.pop("SINGULARITY_STATE_URL", None)
     return environment
 
 

@@ -22,19 +22,19 @@ from singularity.domain import events
 from singularity.domain.records import ChatMessage
 from singularity.errors import (
     ConfigurationError,
+    FatalIoError,
     SingularityError,
     StateError,
 )
 from singularity.money import add, render_money, sub
-from singularity.runtime.being import LiveBeing
+from singularity.runtime.being import LiveBeing, place_of
 from singularity.runtime.cycle import CycleReport, Life, plan_call, request_messages
 from singularity.runtime.extension import Extension
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.names import PULSE_FILE
 from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from
 from singularity.sanctum.store import SanctumStore
-from singularity.storage import fsio
-from singularity.storage.activity import read_events
+from singularity.store.opening import peek_events_at
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
 
 if TYPE_CHECKING:
@@ -106,15 +106,10 @@ def quiet_window(settings: Settings, clock: Clock) -> QuietHours | None:
 def last_pulse(settings: Settings) -> datetime | None:
     """When the being's last pulse finished, from its activity journal (read, not locked)."""
     try:
-        dir_fd = fsio.open_dir(settings.state_dir)
-    except OSError:
-        return None
-    try:
-        found = [e for e in read_events(dir_fd) if e.get("type") == "pulse_finished"]
-    except (OSError, ValueError):
-        return None
-    finally:
-        os.close(dir_fd)
+        events = peek_events_at(place_of(settings), settings.agent_id)
+    except (FatalIoError, StateError, ValueError):
+        return None  # the boot that follows says what is wrong with the being
+    found = [e for e in events if e.get("type") == "pulse_finished"]
     try:
         return parse_timestamp(str(found[-1]["at"])) if found else None
     except ValueError:

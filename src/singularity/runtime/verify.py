@@ -30,6 +30,7 @@ from singularity.store.redo import REDO_FILE
 from singularity.timestamps import is_timestamp
 
 SETTLING = ("cost_reserved", "cost_debited", "cost_released")
+STORED_JOURNAL = "the stored activity journal"
 
 
 def _mode_problem(name: str, info: os.stat_result, allowed: int) -> str | None:
@@ -95,6 +96,41 @@ def inspect_state_dir(path: str, *, alive: bool | None = None) -> Findings:
             _check_archive(dir_fd, state, moved, found)
     finally:
         os.close(dir_fd)
+    return found
+
+
+def inspect_postgres(url: str, agent_id: str) -> Findings:
+    """Every problem and every warning about a being in a PostgreSQL state store.
+
+    The being is read in one read-only transaction, without its lease; beside a runtime
+    that holds the lease, what it is in the middle of is a warning, as in a directory.
+    """
+    from singularity.store.postgres.reader import peek_being
+    from singularity.store.postgres.store import shown_url
+
+    try:
+        peek = peek_being(url, agent_id)
+    except SingularityError as error:
+        return Findings([str(error)])
+    if peek is None:
+        return Findings([f"no being {agent_id} in {shown_url(url)}"])
+    found = Findings(alive=peek.alive)
+    state, journal = peek.state, peek.events
+    for number, event in enumerate(journal, start=1):
+        at = event.get("at")
+        if not isinstance(at, str) or not is_timestamp(at):
+            found.problems.append(f"{STORED_JOURNAL} event {number} has no valid `at` timestamp")
+    found.problems += check_state_invariants(state)
+    found.warnings += state_warnings(state)
+    settled = _settled_part(state, journal, found)
+    found.problems += check_budget_against_journal(state, settled)
+    found.problems += check_ledger_against_journal(state, settled, STORED_JOURNAL)
+    expected = state.mind.conversation_archived
+    if peek.archived_rows != expected:
+        found.problems.append(
+            f"the store holds {peek.archived_rows} archived messages but the state archived "
+            f"{expected}"
+        )
     return found
 
 
@@ -305,7 +341,9 @@ def _check_debit_parts(state: AgentState, debits: list[Event]) -> list[str]:
     return problems
 
 
-def check_ledger_against_journal(state: AgentState, journal: list[Event]) -> list[str]:
+def check_ledger_against_journal(
+    state: AgentState, journal: list[Event], journal_name: str = ACTIVITY_FILE
+) -> list[str]:
     """Reservations, outcomes and the budget's newest operation agree (decision 16).
 
     Every `cost_reserved` has exactly one outcome (`cost_debited` or `cost_released`) after
@@ -319,7 +357,7 @@ def check_ledger_against_journal(state: AgentState, journal: list[Event]) -> lis
         kind, operation = event.get("type"), event.get("operation_id")
         if not isinstance(operation, str) or kind not in SETTLING:
             continue
-        where = f"activity.jsonl line {number}"
+        where = f"{journal_name} {'line' if journal_name == ACTIVITY_FILE else 'event'} {number}"
         if kind == "cost_reserved":
             if operation in reserved:
                 problems.append(f"{where} reserves operation {operation} again")
@@ -335,7 +373,7 @@ def check_ledger_against_journal(state: AgentState, journal: list[Event]) -> lis
         problems.append(f"{unsettled} reservation(s) have no outcome (the next boot charges them)")
     last = state.budget.last_operation
     if last is not None and not any(e.get("operation_id") == last for e in journal):
-        problems.append(f"the budget's newest operation {last} is not in activity.jsonl")
+        problems.append(f"the budget's newest operation {last} is not in {journal_name}")
         return problems
     missed, _ = ledger.unsettled(state.budget, journal)
     if missed:

@@ -5,8 +5,9 @@
 `--agent-id` selects the being. `StorePlace.parse` turns the option into a place, with
 a `ConfigurationError` saying what is wrong; then
 
-    open_store_at(place, agent_id)   the being's store, its single-writer hold taken
-    peek_state_at(place, agent_id)   its current state, read without the hold
+    open_store_at(place, agent_id)    the being's store, its single-writer hold taken
+    peek_state_at(place, agent_id)    its current state, read without the hold
+    peek_events_at(place, agent_id)   its activity journal, read without the hold
 
 Every command that reaches a being's state goes through these, so the directory and
 PostgreSQL backends stay interchangeable behind `StateStore`.
@@ -14,13 +15,17 @@ PostgreSQL backends stay interchangeable behind `StateStore`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
 from singularity.domain.state import AgentState
-from singularity.errors import ConfigurationError
-from singularity.store.base import StateStore
+from singularity.errors import ConfigurationError, FatalIoError
+from singularity.secrets import os_error_text
+from singularity.storage import fsio
+from singularity.storage.activity import read_events
+from singularity.store.base import Event, StateStore
 from singularity.store.directory import DirectoryStore, peek_state
 
 Backend = Literal["directory", "postgresql"]
@@ -140,3 +145,25 @@ def peek_state_at(place: StorePlace, agent_id: str) -> AgentState | None:
 
     found = peek_being(place.location, agent_id)
     return found.state if found is not None else None
+
+
+def peek_events_at(place: StorePlace, agent_id: str) -> list[Event]:
+    """The being's activity journal as far as it is written, without its hold; empty
+    when there is none (a torn last line of `activity.jsonl` is left out)."""
+    if place.is_postgres:
+        from singularity.store.postgres.reader import peek_being
+
+        found = peek_being(place.location, agent_id)
+        return found.events if found is not None else []
+    try:
+        dir_fd = fsio.open_dir(place.location)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise FatalIoError(f"cannot open {place.location}: {os_error_text(error)}") from None
+    try:
+        return read_events(dir_fd)
+    except OSError as error:
+        raise FatalIoError(f"cannot read {place.location}: {os_error_text(error)}") from None
+    finally:
+        os.close(dir_fd)
