@@ -81,7 +81,7 @@ COMMANDS = {
     ),
     "verify": LazyCommand(
         "singularity.cli.inspect:verify",
-        "Check every invariant of a state directory; list what is wrong and exit 4.",
+        "Check every invariant of a being; list what is wrong and exit 4.",
     ),
 }
 
