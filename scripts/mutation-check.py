@@ -44,10 +44,24 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
-        "activity append without fdatasync",
-        "src/singularity/storage/activity.py",
-        'fsio.append_durably(self._fd, line, "activity")',
-        "fsio.write_all(self._fd, line)",
+        "step record (state.redo) appended without fdatasync",
+        "src/singularity/store/redo.py",
+        'fsio.append_durably(self._fd, record, "redo")',
+        "fsio.write_all(self._fd, record)",
+        DURABILITY,
+    ),
+    Mutant(
+        "activity.jsonl left unsynced at a checkpoint",
+        "src/singularity/store/directory.py",
+        "            if fd is None:\n                continue\n",
+        "            if fd is None or name == ACTIVITY_FILE:\n                continue\n",
+        DURABILITY,
+    ),
+    Mutant(
+        "conversation.jsonl left unsynced at a checkpoint",
+        "src/singularity/store/directory.py",
+        "            if fd is None:\n                continue\n",
+        "            if fd is None or name == ARCHIVE_FILE:\n                continue\n",
         DURABILITY,
     ),
     Mutant(
@@ -138,8 +152,8 @@ MUTANTS = (
     ),
     Mutant(
         "torn activity line kept at open",
-        "src/singularity/storage/activity.py",
-        "            if found.torn_bytes:\n",
+        "src/singularity/store/directory.py",
+        "            if scanned.torn_bytes:\n",
         "            if False:\n",
         ("tests/test_activity.py", "tests/test_crash_state.py"),
     ),

@@ -27,10 +27,12 @@ from pathlib import Path
 import pytest
 
 from singularity.config import resolve
+from singularity.domain.state import parse_state
 from singularity.runtime import children
 from singularity.runtime.being import open_being
 from singularity.sanctum.store import SanctumStore
 from singularity.storage import fsio
+from singularity.store import redo
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from tests.support import syncs
 from tests.support.children_inproc import open_parent, parent_settings, spawn_call
@@ -125,6 +127,18 @@ def test_the_writer_was_reached_and_seen_durable(lived: Life, writer: str) -> No
     assert path.exists(), f"{writer}: {path} was never written"
     assert lived.log.failures_of(path) == []
     assert lived.log.times_checked(path) > 0
+
+
+def test_everything_is_durable_after_the_checkpoint_of_a_clean_stop(lived: Life) -> None:
+    """The checkpoint syncs the journal and the archive before its new `state.json` starts
+    an empty log: after it, nothing the being wrote rests on `state.redo` any more."""
+    being = lived.root / BEING
+    assert redo.scan((being / redo.REDO_FILE).read_bytes()).records == []
+    archived = parse_state((being / "state.json").read_bytes()).mind.conversation_archived
+    assert archived > 0  # the window really pushed messages out to the archive
+    assert lived.log.problems(being) == []
+    for name in ("activity.jsonl", "conversation.jsonl"):
+        assert lived.log.synced_size(being / name) == (being / name).stat().st_size, name
 
 
 def test_write_once_creates_of_the_sanctum_are_durable(lived: Life) -> None:
