@@ -155,7 +155,7 @@ MUTANTS = (
         "src/singularity/store/directory.py",
         "            if scanned.torn_bytes:\n",
         "            if False:\n",
-        ("tests/test_activity.py", "tests/test_crash_state.py"),
+        ("tests/test_state_store.py", "tests/test_activity.py", "tests/test_crash_state.py"),
     ),
     Mutant(
         "a reservation the balance cannot cover is made",

@@ -245,8 +245,13 @@ def test_verify_reads_the_log_and_names_what_is_wrong(tmp_path: Path) -> None:
         log_file = path / "state.redo"
         data = log_file.read_bytes()
         log_file.write_bytes(data + b"R 4 1")  # a record cut short by a crash
-        assert check_log(dir_fd, alive=True) == ([], ["state.redo ends with a torn record of 5 bytes"])
-        assert check_log(dir_fd, alive=False)[0] == ["state.redo ends with a torn record of 5 bytes"]
+        assert check_log(dir_fd, alive=True) == (
+            [],
+            ["state.redo ends with a torn record of 5 bytes"],
+        )
+        assert check_log(dir_fd, alive=False)[0] == [
+            "state.redo ends with a torn record of 5 bytes"
+        ]
         activity = path / "activity.jsonl"
         lines = activity.read_bytes()
         activity.write_bytes(lines[:-40])  # a crash lost lines the log holds
@@ -280,3 +285,34 @@ def test_a_boot_writes_back_what_a_crash_lost_and_checkpoints(tmp_path: Path) ->
         assert (path / "state.json").read_bytes() == state.to_json()  # checkpointed at boot
     finally:
         reopened.close()
+
+
+def test_a_torn_last_line_beside_an_empty_log_is_cut_at_boot(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No step logged since the checkpoint: a torn last journal line, of any length, is cut
+    off and reported, and the next step's lines start on a clean line."""
+    started = [{"type": "started", "at": AT}]
+    step = [{"type": "cycle_started", "at": AT, "cycle": 1}]
+    line = compact_utf8(step[0]) + b"\n"
+    for cut in range(1, len(line)):  # every torn length, up to the newline
+        path = tmp_path / f"being-{cut}"
+        state = a_being()
+        store = DirectoryStore.open(str(path))
+        assert store.load() is None
+        store.commit(state, started)  # a first commit checkpoints: state.redo is empty
+        store.close()
+        journal = path / "activity.jsonl"
+        complete = journal.read_bytes()
+        journal.write_bytes(complete + line[:cut])
+        caplog.clear()
+        store = DirectoryStore.open(str(path))
+        try:
+            assert store.load() is not None
+            assert journal.read_bytes() == complete, cut
+            assert store.events_at_open == started, cut
+            assert f"cut a torn last line of {cut} bytes from activity.jsonl" in caplog.text
+            store.commit(state, step)
+        finally:
+            store.close()
+        assert journal.read_bytes() == complete + line, cut
