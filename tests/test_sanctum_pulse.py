@@ -14,7 +14,8 @@ import pytest
 from singularity.cli.sanctum import cron_step
 from singularity.config import resolve
 from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import live_pulse, live_pulses, quiet_window
+from singularity.runtime.sanctum import quiet_window
+from singularity.runtime.schedule import PulseSchedule, live_pulse
 from singularity.sanctum.pulse import (
     Schedule,
     parse_frequency,
@@ -101,7 +102,7 @@ def test_quiet_hours_are_respected_under_an_injected_clock(tmp_path: Path) -> No
                 now[0] += timedelta(seconds=seconds)
 
             try:
-                await live_pulses(runtime, 3, wait=wait)
+                await runtime.live(PulseSchedule(3), sleep=wait)
             finally:
                 await runtime.shutdown()
 
@@ -175,7 +176,6 @@ def test_the_cost_cap_stops_a_runaway_pulse_before_it_can_pass_the_cap(tmp_path:
 
     run(live())
     assert _pulse_events(tmp_path)[1]["cost"] == "0.15"
-
 
 
 def test_pulse_once_skips_quiet_hours_without_touching_anything(

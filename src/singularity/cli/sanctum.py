@@ -28,7 +28,8 @@ from singularity.config import (
 from singularity.domain.identity import identity_from
 from singularity.errors import StateError
 from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import live_pulse, pulse_due, pulse_schedule
+from singularity.runtime.sanctum import pulse_due, pulse_schedule
+from singularity.runtime.schedule import live_pulse
 from singularity.sanctum import tools, writing
 from singularity.sanctum.extension import SanctumConfig, today
 from singularity.sanctum.layout import Seed, initialize

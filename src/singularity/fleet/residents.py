@@ -39,7 +39,8 @@ from singularity.money import add, render_money
 from singularity.runtime.children import ChildStart
 from singularity.runtime.cycle import can_afford_cycle
 from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import find_sanctum, live_pulse
+from singularity.runtime.sanctum import find_sanctum
+from singularity.runtime.schedule import schedule_for
 from singularity.storage import inbox
 
 log = logging.getLogger(__name__)
@@ -300,19 +301,14 @@ async def _live(runtime: Runtime) -> tuple[str, str | None]:
     gateway error fails the being (`runtime.failure`), which the visit then shuts down.
     """
     try:
-        if runtime.settings.pulse:
-            pulse = await runtime.tolerating(lambda: live_pulse(runtime))
-            if pulse is None:
-                return "failed", None
-            return pulse.status, pulse.report.final_content if pulse.report else None
-        report = await runtime.live_step()
+        lived = await runtime.live_step(schedule_for(runtime.settings.pulse))
     except BramaError as error:
         if runtime.failure is not error:
             raise
         return "failed", None
-    if report is None:
+    if lived is None:
         return "failed", None
-    return report.status, report.final_content
+    return lived.status, lived.final_content
 
 
 def _may_live(runtime: Runtime) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, Protocol
 
 from singularity.domain import events, notices
@@ -105,6 +106,9 @@ class Life:
     prices: ledger.Prices
     limits: CycleLimits
     stop_requested: Callable[[], bool] = lambda: False
+    may_spend: Callable[[Decimal], bool] = lambda worst_case: True
+    """Whether a model call that costs at most its worst case may be made (a pulse's cap);
+    when not, the cycle ends `cancelled` before the call."""
     extensions: Sequence[Extension] = ()
     inbox: Callable[[int], list[ChatMessage]] = lambda cycle: []
     """The operator's messages for a cycle, delivered right after its framing."""
@@ -252,6 +256,8 @@ async def live_cycle(life: Life) -> CycleReport:
             return life.report("cancelled", actions, None)
         messages = request_messages(life, opening)
         reservation = plan_call(life, messages)
+        if not life.may_spend(reservation.charge.total):
+            return life.report("cancelled", actions, None)
         if not reservation.affordable(state.budget):
             state.status = "exhausted"
             being.save()

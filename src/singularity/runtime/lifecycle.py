@@ -2,8 +2,9 @@
 
 `Runtime.boot` validates everything before it touches the state, opens the being
 through the boot matrix, reconciles its ledger and archive, builds the gateway client
-and the catalogue, and saves it `running`. `run` lives cycles until the being cannot
-afford its next call, is asked to stop, or reaches `max_cycles`; `shutdown` always runs.
+and the catalogue, and saves it `running`. `live` is the one loop: it lives the steps of
+a schedule (`runtime/schedule.py`: cycles, or pulses) until the being cannot afford its
+next call, is asked to stop, or the schedule is over; `shutdown` always runs.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.mind_import import ImportDocument, ImportReport, merge, parse_import
 from singularity.domain.operator import OperatorRequest
-from singularity.errors import BramaError, RetryClass, SingularityError, StateError
+from singularity.errors import BramaError, FatalIoError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
 from singularity.gateway.client import BramaClient
 from singularity.journal.extension import journal_extension
@@ -35,7 +35,8 @@ from singularity.runtime.import_service import ImportService, socket_path
 from singularity.runtime.importing import refusal_message
 from singularity.runtime.operator import OperatorDesk
 from singularity.runtime.preflight import preflight
-from singularity.runtime.sanctum import SanctumExtension, live_pulses, sanctum_extension
+from singularity.runtime.sanctum import SanctumExtension, sanctum_extension
+from singularity.runtime.schedule import Lived, LoopSchedule, schedule_for
 from singularity.runtime.tool_call import answer_open_calls
 from singularity.runtime.withholding import Withholding, withheld_import
 from singularity.settings_check import Credentials, born_workspace
@@ -52,7 +53,6 @@ from singularity.tools.output_boundary import OutputBoundary
 from singularity.tools.self_tools import memory_and_self_tools
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 BACKOFF_CAP = 60
 """The longest wait between failing cycles, in cycle intervals (decision 25)."""
 BACKOFF_DOUBLINGS = 6  # 2**6 > BACKOFF_CAP: doubling further changes nothing
@@ -316,8 +316,11 @@ class Runtime:
         """Whether the operator paused the being (`run` lives no cycle until resumed)."""
         return self.desk is not None and self.desk.paused
 
-    async def _live_one(self, life: Life | None = None) -> CycleReport:
-        """One cycle with the extensions' hooks around it (`life`: a pulse's capped life)."""
+    async def live_one(self, life: Life | None = None) -> CycleReport:
+        """One cycle with the extensions' hooks around it (`life`: a pulse's capped life).
+
+        Every cycle is lived here: by `once`, by each step of the loop, by a fleet's visit.
+        """
         await self.start_extensions()
         self.settle_operator()
         cycle_before = self.being.state.cycle
@@ -338,7 +341,7 @@ class Runtime:
     async def once(self) -> CycleReport:
         """Live exactly one cycle."""
         try:
-            return await self._live_one()
+            return await self.live_one()
         except BramaError as error:
             self._note_permanent(error)
             raise
@@ -359,16 +362,14 @@ class Runtime:
             return report
 
     async def run(self, max_cycles: int | None = None) -> None:
-        """Live cycles until exhausted, stopped, or `max_cycles`; serve imports between cycles."""
+        """Live cycles (pulses in Pulse mode) until exhausted, stopped, or `max_cycles`;
+        serve imports and the operator between them."""
         service = ImportService(
             socket_path(self.settings.state_dir), self.apply_import, self.accept_operator
         )
         await service.start()
         try:
-            if self.settings.pulse:
-                await live_pulses(self, max_cycles)
-            else:
-                await self._live(max_cycles)
+            await self.live(schedule_for(self.settings.pulse, max_cycles))
         finally:
             await service.stop()
 
@@ -378,42 +379,44 @@ class Runtime:
         self.desk.accept(request)
         return {"request_id": request.id, "kind": request.kind, "queued": True}
 
-    async def _live(self, max_cycles: int | None) -> None:
-        lived = 0
+    async def live(
+        self,
+        schedule: LoopSchedule,
+        *,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+    ) -> None:
+        """The living loop: the schedule's steps until it is over or the being stops.
+
+        Between steps the operator's requests are applied; a paused being waits for a
+        resume. `sleep` waits between steps (by default the operator desk's sleep, which
+        a message or a pause ends early).
+        """
+        rest = sleep or self.sleep
         await self.start_extensions()
-        while not self.stop_event.is_set() and (max_cycles is None or lived < max_cycles):
+        while not self.stop_event.is_set() and not schedule.over:
             self.settle_operator()
             if self.paused:
-                await self._wait_for_operator(None)
+                await self.wait_for_operator(None)
                 continue
-            report = await self.live_step()
-            if report is not None and report.status in ("budget_exhausted", "cancelled"):
-                break
-            lived += 1  # a cycle that failed and was tolerated counts too
-            if max_cycles is not None and lived >= max_cycles:
-                break
-            await self._sleep(self.next_wait())
+            wait = schedule.wait(self)
+            if wait > 0:
+                await rest(wait)
+                continue
+            schedule.lived(await self.live_step(schedule))
+            if not schedule.over:
+                after = schedule.rest(self)
+                if after > 0:
+                    await rest(after)
 
-    async def live_step(self) -> CycleReport | None:
-        """Live one cycle under the loop's rule for failures (`tolerating`)."""
-        report = await self.tolerating(self._live_one)
-        if report is not None:
-            log.info(
-                "cycle %d %s; balance %s USD, earned %s USD",
-                report.cycle,
-                report.status,
-                report.balance_usd,
-                report.earned_usd,
-            )
-        return report
-
-    async def tolerating(self, step: Callable[[], Awaitable[T]]) -> T | None:
-        """Live a step (a cycle, a pulse) under the cycle lock: None when it failed and was
-        tolerated (journaled, counted in `failures`); a permanent gateway error or a write
-        failure is raised."""
+    async def live_step(self, schedule: LoopSchedule) -> Lived | None:
+        """Live one step of the schedule now, under the loop's rule for failures: None when
+        it failed and was tolerated (journaled, counted in `failures`); a permanent gateway
+        error or a write failure is raised."""
         try:
             async with self.cycle_lock:
-                done = await step()
+                done = await schedule.step(self)
+        except FatalIoError:
+            raise  # a write or fsync failure is fatal (decision 12)
         except BramaError as error:
             if error.retry is RetryClass.PERMANENT:
                 self._note_permanent(error)
@@ -421,8 +424,6 @@ class Runtime:
             self._tolerate(error)
             return None
         except SingularityError as error:
-            if error.exit_code == 4 and not isinstance(error, StateError):
-                raise  # a write or fsync failure is fatal (decision 12)
             self._tolerate(error)
             return None
         self.failures = 0
@@ -446,7 +447,7 @@ class Runtime:
         being.journal(events.warning(being.now(), being.state.cycle, str(error)))
         being.save()
 
-    async def _sleep(self, seconds: float) -> None:
+    async def sleep(self, seconds: float) -> None:
         """Sleep between cycles; the operator's requests are applied as they come."""
         if self.desk is None:
             with contextlib.suppress(TimeoutError):
@@ -454,7 +455,7 @@ class Runtime:
             return
         await self.desk.sleep(self.stop_event, seconds)
 
-    async def _wait_for_operator(self, timeout: float | None) -> bool:
+    async def wait_for_operator(self, timeout: float | None) -> bool:
         """Wait for an operator request or a stop; False when the time ran out."""
         if self.desk is None:
             return False
