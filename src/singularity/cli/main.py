@@ -16,6 +16,10 @@ from singularity.version import __version__
 # Each command's module is imported when that command runs (`--help` imports none).
 COMMANDS = {
     "brama": LazyCommand("singularity.cli.brama:brama", "The embedded model gateway."),
+    "checkpoint": LazyCommand(
+        "singularity.cli.checkpoint:checkpoint_command",
+        "Replay a stopped being's state.redo into a complete state.json (for being-v1 readers).",
+    ),
     "children": LazyCommand(
         "singularity.cli.children:children",
         "Show a being's children and theirs: status, balance, cycle, whether alive.",
