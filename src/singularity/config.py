@@ -20,6 +20,7 @@ from typing import Any, Literal
 from singularity.errors import ConfigurationError
 from singularity.money import RANGE_TEXT, MoneyRangeError, parse_money
 from singularity.secrets import Secret
+from singularity.state_place import settle_state_url
 from singularity.text import trim, utf8_length
 
 Kind = Literal["text", "int", "u32", "decimal", "number", "bool"]
@@ -191,9 +192,8 @@ STORE_OPTIONS = (
         "SINGULARITY_STATE_URL",
         None,
         "text",
-        "Where the being's state lives: a PostgreSQL state store (postgresql://…, the being "
-        "chosen by --agent-id; --state-dir still holds its inbox, sanctum, journal and logs) "
-        "or a state directory (a path or file:// URL, as --state-dir).",
+        "Where the being lives: a PostgreSQL store (postgresql://…, being --agent-id, its local "
+        "files in --state-dir) or a state directory (a path or file:// URL, as --state-dir).",
     ),
 )
 
@@ -540,9 +540,7 @@ class Settings:
     review_self_edits: bool
     output_boundary: str
     state_dir: str
-    state_url: str | None
-    """A PostgreSQL state store; None: the being lives in `state_dir` (a directory
-    `--state-url` is resolved into `state_dir`)."""
+    state_url: str | None  # a PostgreSQL store only: a directory URL becomes `state_dir`
     brama_url: str
     brama_model: str
     brama_secret_file: str | None
@@ -769,7 +767,10 @@ def resolve(
             raw, source = option.default, "default"
         values[option.name] = None if raw is None else _parse(option, raw, source)
         sources[option.name] = source
-    _settle_state_url(values, sources)
+    url, label = values["state_url"], _source_label(STORE_OPTIONS[0], sources["state_url"])
+    values["state_dir"], values["state_url"] = settle_state_url(
+        str(values["state_dir"]), None if url is None else str(url), sources, label
+    )
     stimulus = values["stimulus"]
     if isinstance(stimulus, str):
         stimulus = trim(stimulus)  # Unicode White_Space, as spec §2 defines trim
@@ -786,38 +787,6 @@ def resolve(
     values["ignored_config_file"] = ignored
     names = {field.name for field in fields(Settings)}
     return Settings(**{name: values[name] for name in names})  # type: ignore[arg-type]
-
-
-_SOURCE_RANK = {"flag": 0, "env": 1, "file": 2, "fallback": 3, "default": 4}
-
-
-def _settle_state_url(values: dict[str, object], sources: dict[str, str]) -> None:
-    """Check `state_url`; a directory URL is another spelling of `state_dir`.
-
-    Of the two, the one given more directly (flag, then environment, then file) names the
-    directory; given alike, they must agree. A PostgreSQL URL is kept: the being's state
-    lives there, its local files in `state_dir`.
-    """
-    url = values["state_url"]
-    if url is None:
-        return
-    from singularity.store.opening import StorePlace
-
-    option = OPTIONS_BY_NAME["state_url"]
-    place = StorePlace.parse(str(url), _source_label(option, sources["state_url"]))
-    if place.is_postgres:
-        return
-    values["state_url"] = None
-    url_rank = _SOURCE_RANK[sources["state_url"]]
-    dir_rank = _SOURCE_RANK[sources["state_dir"]]
-    if dir_rank < url_rank:
-        return
-    if dir_rank == url_rank and values["state_dir"] != place.location:
-        raise ConfigurationError(
-            f"--state-dir {values['state_dir']} and --state-url {url} name two directories; "
-            "give one"
-        )
-    values["state_dir"] = place.location
 
 
 def finite(value: float) -> bool:

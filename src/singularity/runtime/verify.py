@@ -105,8 +105,8 @@ def inspect_postgres(url: str, agent_id: str) -> Findings:
     The being is read in one read-only transaction, without its lease; beside a runtime
     that holds the lease, what it is in the middle of is a warning, as in a directory.
     """
+    from singularity.state_place import shown_url
     from singularity.store.postgres.reader import peek_being
-    from singularity.store.postgres.store import shown_url
 
     try:
         peek = peek_being(url, agent_id)

@@ -2,8 +2,8 @@
 
 `--state-dir D` names a state directory; `--state-url U` names either a directory
 (a path or a `file://` URL) or a PostgreSQL state store (`postgresql://…`), in which
-`--agent-id` selects the being. `StorePlace.parse` turns the option into a place, with
-a `ConfigurationError` saying what is wrong; then
+`--agent-id` selects the being. `StorePlace.parse` (`singularity.state_place`) turns the
+option into a place, with a `ConfigurationError` saying what is wrong; then
 
     open_store_at(place, agent_id)    the being's store, its single-writer hold taken
     peek_state_at(place, agent_id)    its current state, read without the hold
@@ -16,105 +16,17 @@ PostgreSQL backends stay interchangeable behind `StateStore`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Literal
-from urllib.parse import unquote, urlsplit
 
 from singularity.domain.state import AgentState
-from singularity.errors import ConfigurationError, FatalIoError
+from singularity.errors import FatalIoError
 from singularity.secrets import os_error_text
+from singularity.state_place import StorePlace
 from singularity.storage import fsio
 from singularity.storage.activity import read_events
 from singularity.store.base import Event, StateStore
 from singularity.store.directory import DirectoryStore, peek_state
 
-Backend = Literal["directory", "postgresql"]
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-POSTGRES_EXTRA = (
-    "the PostgreSQL state store needs the `postgres` extra (pip install 'singularity[postgres]')"
-)
-
-
-@dataclass(frozen=True)
-class StorePlace:
-    """A state directory (`location` is its path) or a PostgreSQL store (its URL)."""
-
-    backend: Backend
-    location: str
-
-    @classmethod
-    def directory(cls, path: str) -> StorePlace:
-        """The state directory at `path` (as given: relative paths stay relative)."""
-        if not path:
-            raise ConfigurationError("--state-dir: empty path")
-        return cls("directory", path)
-
-    @classmethod
-    def parse(cls, url: str, option: str = "--state-url") -> StorePlace:
-        """A `--state-url`: `postgresql://…`, `file:///path`, or a plain directory path."""
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        if scheme in POSTGRES_SCHEMES:
-            _check_postgres_url(url, option)
-            return cls("postgresql", url)
-        if scheme == "file":
-            if parts.netloc not in ("", "localhost"):
-                raise ConfigurationError(
-                    f"{option} {url}: a file URL names a local path (file:///path)"
-                )
-            if parts.query or parts.fragment:
-                raise ConfigurationError(f"{option} {url}: a file URL takes no query or fragment")
-            path = unquote(parts.path)
-        elif scheme == "":
-            path = url
-        else:
-            raise ConfigurationError(
-                f"{option} {_shown(url)}: unknown scheme {parts.scheme!r}; expected "
-                "postgresql://…, file:///path or a directory path"
-            )
-        if not path:
-            raise ConfigurationError(f"{option}: empty path")
-        return cls("directory", path)
-
-    @classmethod
-    def chosen(cls, state_dir: str, state_url: str | None) -> StorePlace:
-        """The place the options name: `--state-url` when given, else `--state-dir`."""
-        return cls.parse(state_url) if state_url is not None else cls.directory(state_dir)
-
-    @property
-    def is_postgres(self) -> bool:
-        """Whether the being lives in a PostgreSQL store."""
-        return self.backend == "postgresql"
-
-    def shown(self) -> str:
-        """The place for messages: the path, or the URL without its password."""
-        return _shown(self.location) if self.is_postgres else self.location
-
-    def label(self, agent_id: str) -> str:
-        """`state directory D` or `being A in URL`, as the stores name themselves."""
-        if self.is_postgres:
-            return f"being {agent_id} in {self.shown()}"
-        return f"state directory {self.location}"
-
-
-def _check_postgres_url(url: str, option: str) -> None:
-    try:
-        import psycopg
-    except ImportError:
-        raise ConfigurationError(f"{option}: {POSTGRES_EXTRA}") from None
-    try:
-        psycopg.conninfo.conninfo_to_dict(url)
-    except psycopg.ProgrammingError as error:  # libpq's parser refused it
-        raise ConfigurationError(f"{option} {_shown(url)}: not a valid URL: {error}") from None
-
-
-def _shown(url: str) -> str:
-    from singularity.store.postgres.store import shown_url
-
-    try:
-        return shown_url(url)
-    except ValueError:  # a port that is not a number: show the scheme and host part only
-        return url.split("@")[-1] if "@" in url else url
+__all__ = ["StorePlace", "open_store_at", "peek_events_at", "peek_state_at"]
 
 
 def open_store_at(

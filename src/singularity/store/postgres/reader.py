@@ -14,8 +14,9 @@ import psycopg
 
 from singularity.domain.state import AgentState
 from singularity.errors import StateError
+from singularity.state_place import shown_url
 from singularity.store.base import Event, state_of
-from singularity.store.postgres.store import connect, read_snapshot, shown_url
+from singularity.store.postgres.store import connect, read_snapshot
 
 
 @dataclass

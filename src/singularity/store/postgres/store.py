@@ -15,7 +15,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg.types.json import set_json_loads
@@ -24,6 +23,7 @@ from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
+from singularity.state_place import shown_url
 from singularity.store.base import Event, LeaseLost, state_of
 from singularity.store.changes import Changes, ListChange, Tracker
 from singularity.store.postgres import lease as leases
@@ -33,17 +33,6 @@ from singularity.store.postgres.migrations import LEASE_LOST, migrate
 log = logging.getLogger(__name__)
 Connection = psycopg.Connection[Any]
 HOLD = "SELECT singularity.hold_lease(%s, %s, %s, %s)"
-
-
-def shown_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
 
 
 def connect(url: str, lease_secs: float = leases.DEFAULT_LEASE_SECS) -> Connection:
