@@ -13,6 +13,7 @@ that already moved comes back through a revoked grant (`child_refunded`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from singularity.config import ALL_OPTIONS, BEARER_FALLBACK_ENV, Settings, inherited_environment
 from singularity.domain import events
@@ -33,27 +34,14 @@ from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.secrets import Secret, os_error_text
 from singularity.storage import fsio, funding
-from singularity.tools.arguments import required_text
-from singularity.tools.base import (
-    FunctionTool,
-    FunctionToolset,
-    Outcome,
-    Status,
-    ToolArgumentError,
-    ToolDefinition,
-    object_schema,
-    string_properties,
-)
+from singularity.tools.arguments import STRING, Text, invalid
+from singularity.tools.base import FunctionToolset, JsonObject, Outcome, Status
+from singularity.tools.typed import tool, toolset
 
 CHILDREN_DIR = "children"
-SPAWN_CHILD = ToolDefinition(
-    "singularity_spawn_child",
-    "Create and start a child digital being with separate state",
-    object_schema(
-        {**string_properties("name", "ticker", "specialty", "budget")},
-        required=["name", "ticker", "specialty"],
-    ),
-)
+MAX_NAME_BYTES = 128
+MAX_TICKER_BYTES = 32
+MAX_SPECIALTY_BYTES = 256
 # Raw credentials in the environment become 0600 files in the child's directory, unless
 # the parent was given the file option itself (the file wins over the raw value, §3.1):
 # raw variable -> (file variable, settings field of that file option, file name).
@@ -212,122 +200,142 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=process.wait, daemon=True).start()
 
 
+@dataclass(frozen=True)
+class Budget:
+    """A child's starting balance: a plain decimal string in the money range, above zero."""
+
+    def schema(self) -> JsonObject:
+        return dict(STRING)
+
+    def parse(self, key: str, value: Any) -> Decimal:
+        if not isinstance(value, str) or not BUDGET_TEXT.fullmatch(value):
+            raise invalid(key)
+        try:
+            amount = parse_money(value)
+        except ValueError:
+            raise invalid(key) from None
+        if amount <= 0:
+            raise invalid(key)
+        return amount
+
+
+@dataclass(frozen=True)
+class Parent:
+    """What the spawn tool acts for: the parent being, its settings, and how a funded child
+    starts (`None`: as a process, `start_process`, once the program is found)."""
+
+    being: LiveBeing
+    settings: Settings
+    start: Starter | None = None
+
+
+@tool("singularity_spawn_child", "Create and start a child digital being with separate state")
+async def spawn_child(
+    parent: Parent,
+    *,
+    name: Annotated[str, Text(MAX_NAME_BYTES)],
+    ticker: Annotated[str, Text(MAX_TICKER_BYTES)],
+    specialty: Annotated[str, Text(MAX_SPECIALTY_BYTES)],
+    budget: Annotated[Decimal | None, Budget()] = None,
+) -> Outcome:
+    being, settings = parent.being, parent.settings
+    remaining = being.state.budget.remaining
+    amount = default_funding(settings, remaining) if budget is None else budget
+    if amount <= 0 or amount >= remaining:
+        return Outcome.failed(
+            "child_funding", "the parent cannot spare that budget and stay solvent"
+        )
+    if parent.start is None:
+        try:
+            child_command()
+        except FileNotFoundError as error:
+            return Outcome.failed("child_executable", str(error))
+    child_id = str(uuid.uuid4())
+    children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
+    state_dir = os.path.join(children_dir, child_id)
+    try:
+        _make_child_dir(settings.state_dir, child_id)
+    except OSError as error:
+        _discard(state_dir)
+        return Outcome.failed("child_state", os_error_text(error))
+    try:
+        dir_fd = fsio.open_dir(state_dir)
+    except OSError as error:
+        _discard(state_dir)
+        return Outcome.failed("child_state", os_error_text(error))
+    child = ChildStart(child_id, state_dir, name, ticker, specialty, {})
+    try:
+        outcome = _fund_and_start(parent, dir_fd, child, amount)
+    finally:
+        os.close(dir_fd)
+    if outcome.status is not Status.SUCCESS:
+        with contextlib.suppress(OSError):
+            os.rmdir(children_dir)  # only when no other child lives there
+    return outcome
+
+
+SPAWN_CHILD = spawn_child.definition
+
+
+def _fund_and_start(parent: Parent, dir_fd: int, child: ChildStart, amount: Decimal) -> Outcome:
+    """Fund the child (grant, journal, ledger), then start it; refunded if it cannot start."""
+    being, settings = parent.being, parent.settings
+    operation = ledger.new_operation_id()
+    try:
+        funding.write_grant(dir_fd, funding.Grant(child.child_id, amount, operation))
+        secret_files = {}
+        for raw, (variable, file_option, file_name) in SECRET_FILES.items():
+            secret = settings.raw_secrets.get(raw)
+            if secret is not None and getattr(settings, file_option) is None:
+                _write_secret(dir_fd, file_name, secret)
+                secret_files[variable] = os.path.join(child.state_dir, file_name)
+    except OSError as error:
+        _discard(child.state_dir)  # nothing was journaled: the money never left
+        return Outcome.failed("child_state", os_error_text(error))
+    record = ChildRecord(
+        id=child.child_id,
+        name=child.name,
+        ticker=child.ticker,
+        state_dir=child.state_dir,
+        created_at=being.now(),
+        status="running",
+    )
+    being.journal(
+        events.child_funded(
+            being.now(), being.state.cycle, operation, child.child_id, amount, record.model_dump()
+        )
+    )
+    ledger.apply_funding(being.state.budget, operation, amount)
+    being.save()  # the transfer is durable before a child can claim it
+    environment = child_environment(
+        inherited_environment(),
+        settings,
+        name=child.name,
+        ticker=child.ticker,
+        specialty=child.specialty,
+        state_dir=child.state_dir,
+        secret_files=secret_files,
+    )
+    starter = parent.start or start_process
+    try:
+        started = starter(dataclasses.replace(child, environment=environment))
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        # ValueError: a NUL in a value the configuration file supplied.
+        refund(being, dir_fd, child.child_id)
+        being.save()  # the refund is durable before the grant it took back is removed
+        _discard(child.state_dir)
+        text = os_error_text(error) if isinstance(error, OSError) else str(error)
+        return Outcome.failed("child_spawn", text)
+    being.state.mind.children.append(record)
+    return Outcome.success({"child_id": child.child_id, **started})
+
+
 def spawn_child_tools(
     being: LiveBeing, settings: Settings, start: Starter | None = None
 ) -> FunctionToolset:
     """The spawn tool, acting for this being; `start` starts each funded child (by default a
     process, `start_process`)."""
-    starter = start or start_process
-
-    def parse_budget(arguments: dict[str, Any]) -> Decimal:
-        raw = arguments.get("budget")
-        if raw is None:
-            return default_funding(settings, being.state.budget.remaining)
-        if not isinstance(raw, str) or not BUDGET_TEXT.fullmatch(raw):
-            raise ToolArgumentError("budget is invalid")
-        try:
-            amount = parse_money(raw)
-        except ValueError:
-            raise ToolArgumentError("budget is invalid") from None
-        if amount <= 0:
-            raise ToolArgumentError("budget is invalid")
-        return amount
-
-    async def spawn(arguments: dict[str, Any]) -> Outcome:
-        name = required_text(arguments, "name", 128)
-        ticker = required_text(arguments, "ticker", 32)
-        specialty = required_text(arguments, "specialty", 256)
-        amount = parse_budget(arguments)
-        budget = being.state.budget
-        if amount <= 0 or amount >= budget.remaining:
-            return Outcome.failed(
-                "child_funding", "the parent cannot spare that budget and stay solvent"
-            )
-        if start is None:
-            try:
-                child_command()
-            except FileNotFoundError as error:
-                return Outcome.failed("child_executable", str(error))
-        child_id = str(uuid.uuid4())
-        children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
-        state_dir = os.path.join(children_dir, child_id)
-        try:
-            _make_child_dir(settings.state_dir, child_id)
-        except OSError as error:
-            _discard(state_dir)
-            return Outcome.failed("child_state", os_error_text(error))
-        try:
-            dir_fd = fsio.open_dir(state_dir)
-        except OSError as error:
-            _discard(state_dir)
-            return Outcome.failed("child_state", os_error_text(error))
-        try:
-            outcome = _fund_and_start(dir_fd, child_id, state_dir, name, ticker, specialty, amount)
-        finally:
-            os.close(dir_fd)
-        if outcome.status is not Status.SUCCESS:
-            with contextlib.suppress(OSError):
-                os.rmdir(children_dir)  # only when no other child lives there
-        return outcome
-
-    def _fund_and_start(
-        dir_fd: int,
-        child_id: str,
-        state_dir: str,
-        name: str,
-        ticker: str,
-        specialty: str,
-        amount: Decimal,
-    ) -> Outcome:
-        operation = ledger.new_operation_id()
-        try:
-            funding.write_grant(dir_fd, funding.Grant(child_id, amount, operation))
-            secret_files = {}
-            for raw, (variable, file_option, file_name) in SECRET_FILES.items():
-                secret = settings.raw_secrets.get(raw)
-                if secret is not None and getattr(settings, file_option) is None:
-                    _write_secret(dir_fd, file_name, secret)
-                    secret_files[variable] = os.path.join(state_dir, file_name)
-        except OSError as error:
-            _discard(state_dir)  # nothing was journaled: the money never left
-            return Outcome.failed("child_state", os_error_text(error))
-        record = ChildRecord(
-            id=child_id,
-            name=name,
-            ticker=ticker,
-            state_dir=state_dir,
-            created_at=being.now(),
-            status="running",
-        )
-        being.journal(
-            events.child_funded(
-                being.now(), being.state.cycle, operation, child_id, amount, record.model_dump()
-            )
-        )
-        ledger.apply_funding(being.state.budget, operation, amount)
-        being.save()  # the transfer is durable before a child can claim it
-        environment = child_environment(
-            inherited_environment(),
-            settings,
-            name=name,
-            ticker=ticker,
-            specialty=specialty,
-            state_dir=state_dir,
-            secret_files=secret_files,
-        )
-        try:
-            started = starter(ChildStart(child_id, state_dir, name, ticker, specialty, environment))
-        except (OSError, ValueError, subprocess.SubprocessError) as error:
-            # ValueError: a NUL in a value the configuration file supplied.
-            refund(being, dir_fd, child_id)
-            being.save()  # the refund is durable before the grant it took back is removed
-            _discard(state_dir)
-            text = os_error_text(error) if isinstance(error, OSError) else str(error)
-            return Outcome.failed("child_spawn", text)
-        being.state.mind.children.append(record)
-        return Outcome.success({"child_id": child_id, **started})
-
-    return FunctionToolset([FunctionTool(SPAWN_CHILD, spawn)])
+    return toolset(Parent(being, settings, start), [spawn_child])
 
 
 def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:

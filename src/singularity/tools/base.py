@@ -8,7 +8,7 @@ outcome, never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
@@ -94,23 +94,6 @@ class Toolset(Protocol):
 
 
 Handler = Callable[[JsonObject], Awaitable[Outcome]]
-
-
-def object_schema(
-    properties: Mapping[str, JsonObject], required: Sequence[str] | None = None
-) -> JsonObject:
-    """A closed object schema: type, properties, required, `additionalProperties: false`."""
-    return {
-        "type": "object",
-        "properties": dict(properties),
-        "required": list(properties if required is None else required),
-        "additionalProperties": False,
-    }
-
-
-def string_properties(*names: str) -> dict[str, JsonObject]:
-    """`{"name": {"type": "string"}, …}` for each name."""
-    return {name: {"type": "string"} for name in names}
 
 
 @dataclass(frozen=True)
