@@ -131,6 +131,8 @@ class TlsTerminator:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
+        self._relays: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def target(self) -> str:
@@ -157,12 +159,12 @@ class TlsTerminator:
         )
 
     async def _close(self) -> None:
+        """Stop listening and cut every relay (aborted, not cancelled: each ends by itself)."""
         assert self._server is not None
         self._server.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for writer in self._writers:
+            writer.transport.abort()
+        await asyncio.gather(*self._relays, return_exceptions=True)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -170,7 +172,15 @@ class TlsTerminator:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        relay = asyncio.current_task()
+        assert relay is not None
+        self._relays.add(relay)
+        self._writers.update((writer, up_writer))
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            self._relays.discard(relay)
+            self._writers.difference_update((writer, up_writer))
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
