@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 DEFAULT_TIMEOUT = 60.0
 INTERVAL = 0.01
@@ -50,5 +50,19 @@ async def wait_for_async(
     """`wait_for` inside an event loop: the loop keeps running while we wait."""
     deadline = _Deadline(what, timeout)
     while not condition():
+        deadline.check()
+        await asyncio.sleep(interval)
+
+
+async def wait_for_awaited(
+    condition: Callable[[], Awaitable[object]],
+    what: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    interval: float = 0.1,
+) -> None:
+    """`wait_for_async` of a condition that must be awaited (a query to a server)."""
+    deadline = _Deadline(what, timeout)
+    while not await condition():
         deadline.check()
         await asyncio.sleep(interval)

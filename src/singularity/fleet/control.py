@@ -65,14 +65,24 @@ async def topup(client: Client, key: str, amount: Decimal, note: str | None) -> 
 
 
 async def reply(client: Client, key: str, request_id: str) -> dict[str, str]:
-    """Wait for the cycle that read a message; its status and closing text."""
-    try:
-        answer: dict[str, str] = await _handle(client, key).execute_update(
-            BeingWorkflow.reply, request_id
-        )
-    except RPCError as error:
-        raise _not_living(key, error) from None
-    return answer
+    """Wait for the cycle that read a message; its status and closing text. A wait the
+    workflow cut by continuing as new is asked again of its next run, which carries the
+    message and the replies."""
+    while True:
+        handle = _handle(client, key)
+        try:
+            # The SDK types an update declared with options as returning its coroutine.
+            answer: dict[str, str] = await handle.execute_update(
+                BeingWorkflow.reply,  # type: ignore[arg-type]
+                request_id,
+            )
+        except WorkflowUpdateFailedError as error:
+            raise StateError(f"being {key} refused the wait: {error.cause}") from None
+        except RPCError as error:
+            if error.status is RPCStatusCode.NOT_FOUND and await _running(handle):
+                continue  # the run continued as new while the reply was awaited
+            raise _not_living(key, error) from None
+        return answer
 
 
 async def status(client: Client, key: str) -> dict[str, Any]:
@@ -95,6 +105,15 @@ async def living(client: Client) -> list[dict[str, Any]]:
         except StateError:
             continue  # it ended while we listed
     return sorted(found, key=lambda entry: str(entry["key"]))
+
+
+async def _running(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the latest run of the handle's workflow is running."""
+    try:
+        described = await handle.describe()
+    except RPCError:
+        return False
+    return described.status is WorkflowExecutionStatus.RUNNING
 
 
 def _handle(client: Client, key: str) -> WorkflowHandle[Any, Any]:

@@ -14,6 +14,9 @@ from typing import Any
 DEFAULT_QUEUE = "beings"
 WORKFLOW_NAME = "Being"
 VISIT_ACTIVITY = "visit"
+HISTORY_EVENTS = 2000
+"""A run of a being's workflow continues as new past this many events (Temporal's limit is
+51,200)."""
 KEY_SEPARATOR = "/"
 """A child's key is its parent's key, this separator and the child's id."""
 
@@ -122,6 +125,8 @@ class Carry:
     """Runs of the workflow: one more at each continue-as-new."""
     replies: dict[str, str] = field(default_factory=dict)
     """The newest replies to operator messages, by request id (for `say --wait`)."""
+    history_events: int = HISTORY_EVENTS
+    """Events of one run's history past which the workflow continues as new."""
 
 
 @dataclass

@@ -59,8 +59,6 @@ REOPEN_RETRY = RetryPolicy(
 visit that cannot succeed fails at once, non-retryable (a bad configuration, a refused
 state)."""
 ONCE = RetryPolicy(maximum_attempts=1)
-HISTORY_EVENTS = 2000
-"""Continue as new past this many events (Temporal's limit is 51,200)."""
 KEPT_REPLIES = 32
 WAITING_STATUSES = ("paused", "exhausted")
 ENDED_STATUSES = ("stopped", "failed")
@@ -81,7 +79,9 @@ class BeingWorkflow:
         """Live until stopped or failed."""
         while True:
             if self._history_full():
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                # No wait for the handlers: an operator update never awaits, and a reply
+                # waits for a cycle that only the loop can run, so its caller asks the next
+                # run again (the message and the replies are carried).
                 self.carry.runs += 1
                 workflow.continue_as_new(self.carry)
             stopping = self.stopping
@@ -117,12 +117,26 @@ class BeingWorkflow:
         if self.stopping:
             raise ApplicationError("the being is stopping", type="UsageError", non_retryable=True)
 
-    @workflow.update
+    @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def reply(self, request_id: str) -> dict[str, str]:
         """Wait for the cycle that read a message, and answer its status and closing text."""
         await workflow.wait_condition(lambda: request_id in self.carry.replies)
         lived, _, text = self.carry.replies[request_id].partition("\n")
         return {"request_id": request_id, "status": lived, "reply": text}
+
+    @reply.validator
+    def check_reply(self, request_id: str) -> None:
+        """Refuse to wait for a message this being was never sent (or whose reply is gone)."""
+        waiting = any(
+            document.get("kind") == "message" and document.get("id") == request_id
+            for document in self.carry.requests
+        )
+        if not waiting and request_id not in self.carry.replies:
+            raise ApplicationError(
+                f"no message {request_id} is waiting for its cycle",
+                type="UsageError",
+                non_retryable=True,
+            )
 
     @workflow.query
     def status(self) -> Status:
@@ -157,7 +171,7 @@ class BeingWorkflow:
     def _history_full(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
-            info.get_current_history_length() > HISTORY_EVENTS
+            info.get_current_history_length() > self.carry.history_events
         )
 
     def _due(self) -> bool:
