@@ -428,73 +428,59 @@ ALL_OPTIONS = (
 )
 OPTIONS_BY_NAME = {option.name: option for option in ALL_OPTIONS}
 
+
+def _fleet_opt(name: str, default: str | None, kind: Kind, help: str) -> Option:
+    """A fleet option; its variable is `SINGULARITY_` and its name in capitals."""
+    return _opt(name, "SINGULARITY_" + name.upper(), default, kind, help)
+
+
 FLEET_OPTIONS = (
-    _opt(
-        "temporal",
-        "SINGULARITY_TEMPORAL",
-        "127.0.0.1:7233",
-        "text",
-        "The fleet's Temporal server, HOST:PORT.",
-    ),
-    _opt(
-        "temporal_namespace",
-        "SINGULARITY_TEMPORAL_NAMESPACE",
-        "default",
-        "text",
-        "The fleet's Temporal namespace.",
-    ),
-    _opt(
+    _fleet_opt("temporal", "127.0.0.1:7233", "text", "The fleet's Temporal server, HOST:PORT."),
+    _fleet_opt("temporal_namespace", "default", "text", "The fleet's Temporal namespace."),
+    _fleet_opt(
         "temporal_tls",
-        "SINGULARITY_TEMPORAL_TLS",
         None,
         "bool",
         "Reach Temporal over TLS (on by itself when a TLS file or an API key is named).",
     ),
-    _opt(
+    _fleet_opt(
         "temporal_ca_file",
-        "SINGULARITY_TEMPORAL_CA_FILE",
         None,
         "text",
         "PEM file of the authority that signed Temporal's certificate [default: the system's].",
     ),
-    _opt(
+    _fleet_opt(
         "temporal_tls_server_name",
-        "SINGULARITY_TEMPORAL_TLS_SERVER_NAME",
         None,
         "text",
         "The name Temporal's certificate is checked for, and sent as SNI [default: the host].",
     ),
-    _opt(
+    _fleet_opt(
         "temporal_cert_file",
-        "SINGULARITY_TEMPORAL_CERT_FILE",
         None,
         "text",
         "PEM file of this client's certificate for mTLS (with --temporal-key-file).",
     ),
-    _opt(
+    _fleet_opt(
         "temporal_key_file",
-        "SINGULARITY_TEMPORAL_KEY_FILE",
         None,
         "text",
         "PEM file of this client's private key for mTLS (a 0600 secret file).",
     ),
-    _opt(
+    _fleet_opt(
         "temporal_api_key_file",
-        "SINGULARITY_TEMPORAL_API_KEY_FILE",
         None,
         "text",
         "File holding a Temporal Cloud API key (a 0600 secret file; TLS on).",
     ),
-    _opt(
+    _fleet_opt(
         "task_queue",
-        "SINGULARITY_TASK_QUEUE",
         "beings",
         "text",
         "The task queue of the fleet's workers (a queue of its own pins beings to machines).",
     ),
-    _opt(
+    _fleet_opt(
         "state_url",
-        "SINGULARITY_STATE_URL",
         None,
         "text",
         "The fleet's state store: a directory holding one folder per being.",
