@@ -5,8 +5,8 @@ address (DNS rebinding) and whose `Origin`, when sent, is its own; every state-c
 request needs the page's CSRF token with the session cookie it was derived from and an
 own `Origin` or `Referer`. Beyond loopback it refuses to start without `--token-file`,
 and then every request (the event stream included) needs the token, as a bearer header
-or the login cookie. `--state-url` is refused as not available yet. Pages never show
-the private journal's text.
+or the login cookie. Pages never show the private journal's text. (Over a PostgreSQL
+state store: tests/test_console_postgres.py.)
 """
 
 from __future__ import annotations
@@ -145,12 +145,3 @@ def test_beyond_loopback_the_console_needs_its_token_on_every_request(
             assert stream.status_code == 200
             first = next(stream.iter_lines())
         assert first == "event: fleet"
-
-
-def test_a_state_url_is_not_available_yet(cli: Callable[..., Result]) -> None:
-    result = cli("console", "--state-url", "postgresql://localhost/beings")
-    assert result.code == 2
-    assert result.err == (
-        "singularity: configuration: --state-url: the PostgreSQL state store is not "
-        "available yet; serve state directories with --root DIR\n"
-    )

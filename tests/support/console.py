@@ -63,12 +63,12 @@ class ConsoleGateway(FamilyGateway):
 
 
 class Console:
-    """`singularity console` over a root directory, on a free port."""
+    """`singularity console` over a root directory (or, given `state_url`, a PostgreSQL
+    state store, run from `root`), on a free port."""
 
-    def __init__(self, root: Path, log: Path, *flags: str) -> None:
-        self.process = Process(
-            ["console", "--root", str(root), "--port", "0", *flags], root, log
-        )
+    def __init__(self, root: Path, log: Path, *flags: str, state_url: str | None = None) -> None:
+        place = ["--state-url", state_url] if state_url is not None else ["--root", str(root)]
+        self.process = Process(["console", *place, "--port", "0", *flags], root, log)
         found: list[str] = []
 
         def listening() -> bool:

@@ -1,4 +1,5 @@
-"""`singularity console`: the operator console over the beings under a root directory."""
+"""`singularity console`: the operator console over the beings under a root directory or in
+a PostgreSQL state store."""
 
 from __future__ import annotations
 
@@ -6,22 +7,25 @@ import asyncio
 import sys
 
 import click
+from click.core import ParameterSource
 
 from singularity.cli.listening import listen, port_option
 from singularity.errors import ConfigurationError
+from singularity.store.opening import StorePlace
 
 DEFAULT_PORT = 8700
-STATE_URL_MESSAGE = (
-    "--state-url: the PostgreSQL state store is not available yet; "
-    "serve state directories with --root DIR"
-)
 
 
 @click.command(name="console")
 @click.option(
     "--root", default=".", show_default=True, help="Serve every being under this directory."
 )
-@click.option("--state-url", default=None, help="A state store URL (not available yet).")
+@click.option(
+    "--state-url",
+    default=None,
+    help="Serve every being of this PostgreSQL state store (postgresql://…) instead; "
+    "a directory path or file:// URL is served as --root.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @port_option(DEFAULT_PORT)
 @click.option(
@@ -29,25 +33,36 @@ STATE_URL_MESSAGE = (
     default=None,
     help="File (0600) holding the token every request must carry; required beyond loopback.",
 )
+@click.pass_context
 def console_command(
-    root: str, state_url: str | None, host: str, port: int, token_file: str | None
+    context: click.Context,
+    root: str,
+    state_url: str | None,
+    host: str,
+    port: int,
+    token_file: str | None,
 ) -> None:
     """Serve the operator console: the fleet, each being, chat and controls."""
-    if state_url is not None:
-        raise ConfigurationError(STATE_URL_MESSAGE)
+    place = _place(context, root, state_url)
     try:
         import uvicorn
 
         from singularity.console.app import create_app
         from singularity.console.security import Guard, read_token
-        from singularity.console.source import DirectorySource
+        from singularity.console.source import BeingSource, DirectorySource
     except ImportError as error:
         raise ConfigurationError(
             f"the console needs the [console] extra (pip install 'singularity[console]'): {error}"
         ) from None
     token = read_token(token_file) if token_file is not None else None
-    source = DirectorySource(root)
     guard = Guard(host, port, token)  # refuses beyond loopback without a token, before binding
+    source: BeingSource
+    if place.is_postgres:
+        from singularity.console.postgres_source import PostgresSource
+
+        source = PostgresSource(place.location)
+    else:
+        source = DirectorySource(place.location)
     listener = listen(host, port)
     bound = listener.getsockname()[1]
     guard.port = bound
@@ -61,3 +76,12 @@ def console_command(
         asyncio.run(server.serve(sockets=[listener]))
     finally:
         listener.close()
+
+
+def _place(context: click.Context, root: str, state_url: str | None) -> StorePlace:
+    """What the console serves: `--state-url` when given (then never with `--root`)."""
+    if state_url is None:
+        return StorePlace("directory", root)
+    if context.get_parameter_source("root") is not ParameterSource.DEFAULT:
+        raise ConfigurationError("--root and --state-url name two places to serve; give one")
+    return StorePlace.parse(state_url)

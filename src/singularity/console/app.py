@@ -29,7 +29,7 @@ from singularity.console.security import (
     Guard,
     new_session,
 )
-from singularity.console.source import BeingSource, UnknownBeing
+from singularity.console.source import BeingSource, OutOfReach, UnknownBeing
 from singularity.domain.operator import RequestKind, new_request, sha256_text
 from singularity.errors import SingularityError
 from singularity.sanctum.names import SanctumRefusal
@@ -91,6 +91,7 @@ def create_app(source: BeingSource, guard: Guard, *, poll_secs: float = POLL_SEC
             "recent": views.recent_events(follower),
             "waiting": source.waiting(key),
             "proposals": list(follower.proposals.values()),
+            "out_of_reach": source.out_of_reach(key),
         }
 
     def being_context(key: str) -> dict[str, Any]:
@@ -133,13 +134,23 @@ def create_app(source: BeingSource, guard: Guard, *, poll_secs: float = POLL_SEC
         found = views.memories(source.state(key), request.query_params.get("q", ""))
         return HTMLResponse(fragment(request, "_memories.html", {"memories": found}))
 
+    def out_of_reach(request: Request, reason: str) -> Response:
+        """A request this console cannot hand to the being: 409, with why."""
+        notice = fragment(request, "_notice.html", {"error": reason})
+        return HTMLResponse(notice, status_code=409)
+
     async def act(request: Request, kind: RequestKind, **fields: Any) -> Response:
         key = request.path_params["key"]
+        reason = source.out_of_reach(key)
+        if reason is not None:
+            return out_of_reach(request, reason)
         try:
             operator_request = new_request(kind, now_text(), **fields)
             delivery = source.deliver(key, operator_request)
         except UnknownBeing:
             raise
+        except OutOfReach as error:
+            return out_of_reach(request, str(error))
         except SingularityError as error:
             return HTMLResponse(fragment(request, "_notice.html", {"error": str(error)}))
         notice = {"request": operator_request, "delivery": delivery, "kind": kind}

@@ -1,10 +1,11 @@
 """Where the console finds beings: a small interface, and its state-directory backend.
 
 The console reads beings only through `BeingSource` and changes them only by handing
-operator requests to the being (`deliver`), the same path `singularity say` takes. The
-only backend today is `DirectorySource`: every state directory under a root, children
-included. Each being is named by a `key` that the backend alone interprets (here the
-state directory's path below the root, `/` written `~`).
+operator requests to the being (`deliver`), the same path `singularity say` takes. Two
+backends implement it: `DirectorySource`, every state directory under a root, children
+included; and `PostgresSource` (`singularity.console.postgres_source`), every being of a
+PostgreSQL state store. Each being is named by a `key` that the backend alone interprets
+(here the state directory's path below the root, `/` written `~`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class UnknownBeing(StateError):
     """A key that names no being of this source."""
 
 
+class OutOfReach(StateError):
+    """An operator request for a being the console cannot hand it to."""
+
+
 @dataclass(frozen=True)
 class SanctumFile:
     """One file of a sanctum: its path and size."""
@@ -75,6 +80,10 @@ class BeingSource(Protocol):
         """Whether a runtime animates the being now."""
         ...
 
+    def parent(self, key: str) -> str | None:
+        """The key of the being's parent among this source's beings; None for a root."""
+        ...
+
     def follower(self, key: str) -> Follower:
         """The being's journal, read up to now."""
         ...
@@ -88,7 +97,8 @@ class BeingSource(Protocol):
         ...
 
     def family(self, key: str) -> list[dict[str, Any]]:
-        """The being's children, each with its own."""
+        """The being's children, each with its own, and its `key` (None: not a being of
+        this source)."""
         ...
 
     def sanctum_files(self, key: str) -> list[SanctumFile]:
@@ -99,8 +109,12 @@ class BeingSource(Protocol):
         """A sanctum file as text; None when it does not exist."""
         ...
 
+    def out_of_reach(self, key: str) -> str | None:
+        """Why operator requests cannot reach the being from here; None when they can."""
+        ...
+
     def deliver(self, key: str, request: OperatorRequest) -> Delivery:
-        """Hand an operator request to the being."""
+        """Hand an operator request to the being (OutOfReach when `out_of_reach` says so)."""
         ...
 
 
@@ -205,6 +219,9 @@ class DirectorySource:
     def alive(self, key: str) -> bool:
         return is_alive(self.path(key))
 
+    def parent(self, key: str) -> str | None:
+        return parent_key(key)
+
     def follower(self, key: str) -> Follower:
         path = self.path(key)
         follower = self._followers.setdefault(key, Follower())
@@ -241,7 +258,9 @@ class DirectorySource:
         ]
 
     def family(self, key: str) -> list[dict[str, Any]]:
-        return family_tree(self.path(key))
+        tree = family_tree(self.path(key))
+        _add_keys(tree, key)
+        return tree
 
     def _sanctum(self, key: str) -> SanctumStore | None:
         root = os.path.join(self.path(key), "sanctum")
@@ -279,8 +298,19 @@ class DirectorySource:
 
     # Acting.
 
+    def out_of_reach(self, key: str) -> str | None:
+        return None
+
     def deliver(self, key: str, request: OperatorRequest) -> Delivery:
         return deliver(self.path(key), request)
+
+
+def _add_keys(tree: list[dict[str, Any]], key: str) -> None:
+    """Name each child of a family tree by its key (its folder under `children/`)."""
+    for child in tree:
+        folder = f"children~{child['id']}"
+        child["key"] = folder if key == ROOT_KEY else f"{key}~{folder}"
+        _add_keys(child.get("children", []), child["key"])
 
 
 def parent_key(key: str) -> str | None:
@@ -291,10 +321,11 @@ def parent_key(key: str) -> str | None:
     return None
 
 
-def depth_of(key: str, keys: Sequence[str]) -> int:
+def depth_of(source: BeingSource, key: str, keys: Sequence[str]) -> int:
     """How many ancestors a being has among `keys`."""
-    depth, parent = 0, parent_key(key)
-    while parent is not None and parent in keys:
+    depth, parent, seen = 0, source.parent(key), {key}
+    while parent is not None and parent in keys and parent not in seen:
         depth += 1
-        parent = parent_key(parent)
+        seen.add(parent)
+        parent = source.parent(parent)
     return depth

@@ -75,7 +75,7 @@ def fleet_rows(source: BeingSource) -> list[FleetRow]:
         rows.append(
             FleetRow(
                 key=key,
-                depth=depth_of(key, keys),
+                depth=depth_of(source, key, keys),
                 name=state.identity.name,
                 ticker=state.identity.ticker,
                 status=status_of(state, live, follower.paused),

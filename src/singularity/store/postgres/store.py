@@ -69,8 +69,12 @@ class Snapshot:
     extra: dict[str, Any]
 
 
-def read_snapshot(db: Connection, agent: str) -> Snapshot | None:
-    """The being `agent` in one repeatable-read transaction; None when there is none."""
+def read_snapshot(db: Connection, agent: str, *, with_events: bool = True) -> Snapshot | None:
+    """The being `agent` in one repeatable-read transaction; None when there is none.
+
+    Without `with_events` the activity journal is not read (`events` is empty and
+    `activity_seq` 0): the console follows it by itself, from where it stopped.
+    """
     first: dict[str, int] = {}
     count: dict[str, int] = {}
     with db.transaction(), db.cursor(row_factory=psycopg.rows.dict_row) as cursor:
@@ -93,10 +97,14 @@ def read_snapshot(db: Connection, agent: str) -> Snapshot | None:
             lists[table.path] = [table.from_row(tuple(row[1:])) for row in found]
             first[table.path] = int(found[0][0]) if found else (start or 0)
             count[table.path] = len(found)
-        events = db.execute(
-            "SELECT seq, line FROM singularity.activity WHERE agent_id = %s ORDER BY seq",
-            (agent,),
-        ).fetchall()
+        events = (
+            db.execute(
+                "SELECT seq, line FROM singularity.activity WHERE agent_id = %s ORDER BY seq",
+                (agent,),
+            ).fetchall()
+            if with_events
+            else []
+        )
     return Snapshot(
         document=rows.document(being, lists),
         events=[rows.load_json(line) for _, line in events],

@@ -1,0 +1,80 @@
+"""Every being a PostgreSQL state store holds, read without any lease (for the console).
+
+`census` lists the beings in one query: each with a stamp that changes whenever a step
+of it commits, whether a runtime holds its lease now, how far its activity journal goes
+and the ids of its children. The console reads a being again only when its stamp moved,
+and its journal only past where it stopped. Nothing here migrates, locks or writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from singularity.domain.records import ChatMessage
+from singularity.store.base import Event
+from singularity.store.postgres.rows import load_json
+from singularity.store.postgres.store import Connection
+
+CENSUS = """
+SELECT b.agent_id, b.xmin::text, b.updated_at, b.children,
+       COALESCE(l.expires_at > now(), false),
+       COALESCE((SELECT max(a.seq) FROM singularity.activity a WHERE a.agent_id = b.agent_id), 0)
+FROM singularity.beings b LEFT JOIN singularity.leases l USING (agent_id)
+ORDER BY b.created_at, b.agent_id
+"""
+
+
+@dataclass(frozen=True)
+class Resident:
+    """One being of the store as the census saw it."""
+
+    agent_id: str
+    stamp: str
+    """Changes with every committed step (the row's transaction id and `updated_at`)."""
+    alive: bool
+    """A runtime holds the being's lease and it has not expired."""
+    activity_seq: int
+    """The `seq` of the newest activity event (0: none)."""
+    children: tuple[str, ...]
+    """The ids of the children the being records."""
+
+
+def holds_beings(db: Connection) -> bool:
+    """Whether the store was ever migrated (a store that was not holds no being)."""
+    found = db.execute("SELECT to_regclass('singularity.beings')").fetchone()
+    return found is not None and found[0] is not None
+
+
+def census(db: Connection) -> list[Resident]:
+    """Every being of the store, oldest first."""
+    if not holds_beings(db):
+        return []
+    residents = []
+    for agent_id, xmin, updated_at, children, alive, seq in db.execute(CENSUS).fetchall():
+        records: Any = load_json(children)
+        ids = tuple(
+            str(record["id"])
+            for record in records
+            if isinstance(record, dict) and isinstance(record.get("id"), str)
+        )
+        residents.append(Resident(agent_id, f"{xmin}:{updated_at}", bool(alive), int(seq), ids))
+    return residents
+
+
+def events_after(db: Connection, agent_id: str, seq: int) -> list[tuple[int, Event]]:
+    """The being's activity events after `seq`, each with its own `seq`."""
+    found = db.execute(
+        "SELECT seq, line FROM singularity.activity WHERE agent_id = %s AND seq > %s ORDER BY seq",
+        (agent_id, seq),
+    ).fetchall()
+    return [(int(number), load_json(line)) for number, line in found]
+
+
+def messages_from(db: Connection, agent_id: str, start: int) -> list[ChatMessage]:
+    """The being's messages from index `start`, the archive and the window alike."""
+    found = db.execute(
+        "SELECT message FROM singularity.messages WHERE agent_id = %s AND seq >= %s ORDER BY seq",
+        (agent_id, start),
+    ).fetchall()
+    return [load_json(text) for (text,) in found]
