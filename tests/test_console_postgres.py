@@ -32,7 +32,8 @@ from singularity.store.base import Event
 from singularity.store.postgres.store import PostgresStore
 from tests.support.console import Console, chromium
 from tests.support.loop_http import Result
-from tests.support.postgres import postgres_server
+from tests.support.polling import wait_for
+from tests.support.postgres import postgres_server, start_server
 
 AT = "2026-12-01T10:00:00Z"
 TOKEN = "a-long-console-token-for-tests"
@@ -248,6 +249,8 @@ def test_the_place_to_serve_is_one_and_reachable(
         2,
         "singularity: configuration: --root and --state-url name two places to serve; give one\n",
     )
+    folder = cli("console", "--state-url", f"file://{tmp_path}/none", "--port", "0")
+    assert folder.code == 4 and f"console root is not a directory: {tmp_path}/none" in folder.err
     unknown = cli("console", "--state-url", "mysql://127.0.0.1/x")
     assert unknown.code == 2 and "unknown scheme 'mysql'" in unknown.err
     closed = postgres_server().url.rsplit(":", 1)[0] + ":1/postgres"
@@ -256,6 +259,29 @@ def test_the_place_to_serve_is_one_and_reachable(
     assert "cannot connect to the state store postgresql://postgres@127.0.0.1:1/" in (
         unreachable.err
     )
+
+
+def test_a_store_that_went_away_is_answered_503_until_it_is_back(
+    consoles: Callable[..., Console],
+) -> None:
+    server = start_server()  # a server of its own: this test stops it
+    try:
+        store = PostgresStore.open(server.url, "ada")
+        state = a_being("ada", "Ada", "ADA")
+        store.commit(state, a_step(state, "the coast bends west", "0.5"))
+        store.close()
+        with httpx.Client(base_url=consoles(server.url).url) as client:
+            assert client.get("/").status_code == 200
+            server.halt()
+            wait_for(lambda: client.get("/").status_code == 503, "the console to see the outage")
+            down = client.get("/")
+            assert "the state store postgresql://postgres@127.0.0.1:" in down.text
+            assert client.get("/b/ada").status_code == 503
+            server.resume()
+            wait_for(lambda: client.get("/").status_code == 200, "the console to read again")
+            assert 'data-key="ada"' in client.get("/").text
+    finally:
+        server.stop()
 
 
 def test_the_fleet_table_shows_both_beings_in_a_browser(

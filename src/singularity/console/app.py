@@ -31,7 +31,7 @@ from singularity.console.security import (
 )
 from singularity.console.source import BeingSource, OutOfReach, UnknownBeing
 from singularity.domain.operator import RequestKind, new_request, sha256_text
-from singularity.errors import SingularityError
+from singularity.errors import SingularityError, StateError
 from singularity.sanctum.names import SanctumRefusal
 from singularity.timestamps import now_text
 
@@ -240,6 +240,10 @@ def create_app(source: BeingSource, guard: Guard, *, poll_secs: float = POLL_SEC
     async def unknown(request: Request, error: Exception) -> Response:
         return HTMLResponse(f"<p>{type(error).__name__}: no such being</p>", status_code=404)
 
+    async def unreadable(request: Request, error: Exception) -> Response:
+        """The source cannot be read now (a state store that went away): 503, with why."""
+        return HTMLResponse(fragment(request, "_notice.html", {"error": str(error)}), 503)
+
     routes = [
         Route("/", fleet),
         Route("/login", login_form, methods=["GET"]),
@@ -257,7 +261,9 @@ def create_app(source: BeingSource, guard: Guard, *, poll_secs: float = POLL_SEC
         Route("/b/{key}/sanctum/save", sanctum_save, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={UnknownBeing: unknown})
+    app = Starlette(
+        routes=routes, exception_handlers={UnknownBeing: unknown, StateError: unreadable}
+    )
     return guard.middleware(app)
 
 
@@ -286,6 +292,8 @@ def _stream(request: Request, render: Callable[[], dict[str, str]], poll: float)
                 parts = render()
             except UnknownBeing:
                 return
+            except StateError:
+                parts = {}  # a source that cannot be read now: the next look may succeed
             for name, html in parts.items():
                 if shown.get(name) != html:
                     shown[name] = html
