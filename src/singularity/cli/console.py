@@ -11,7 +11,7 @@ from click.core import ParameterSource
 
 from singularity.cli.listening import listen, port_option
 from singularity.errors import ConfigurationError
-from singularity.store.opening import StorePlace
+from singularity.state_place import StorePlace
 
 DEFAULT_PORT = 8700
 

@@ -27,9 +27,10 @@ from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.money import render_money
 from singularity.runtime.operator_client import Delivery
+from singularity.state_place import shown_url
 from singularity.store.base import state_of
 from singularity.store.postgres.census import Resident, census, events_after, messages_from
-from singularity.store.postgres.store import Connection, connect, read_snapshot, shown_url
+from singularity.store.postgres.store import Connection, connect, read_snapshot
 
 CENSUS_TTL_SECS = 0.5
 MAX_DEPTH = 32
