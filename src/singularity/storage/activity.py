@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,11 @@ def _parse_line(line: bytes) -> Event | None:
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         return None
     return event
+
+
+def encode_lines(events: Iterable[Event]) -> bytes:
+    """The journal's lines of these events: compact JSON, one a line."""
+    return b"".join(compact_utf8(event) + b"\n" for event in events)
 
 
 def read_events(dir_fd: int) -> list[Event]:

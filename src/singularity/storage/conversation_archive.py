@@ -49,12 +49,17 @@ def read_archive(dir_fd: int) -> list[dict[str, Any]]:
     return [json.loads(line)["message"] for line in _read(dir_fd).splitlines() if line]
 
 
-def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
-    """Append messages numbered from `first_seq` and fsync them."""
-    data = b"".join(
+def encode_lines(first_seq: int, messages: Sequence[Any]) -> bytes:
+    """The archive's lines of these messages, numbered from `first_seq`."""
+    return b"".join(
         compact_utf8({"seq": first_seq + offset, "message": message}) + b"\n"
         for offset, message in enumerate(messages)
     )
+
+
+def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
+    """Append messages numbered from `first_seq` and fsync them."""
+    data = encode_lines(first_seq, messages)
     _change(dir_fd, "append to", lambda fd: fsio.append_durably(fd, data, "archive"))
 
 

@@ -287,7 +287,7 @@ class DirectoryStore:
     def commit(self, state: AgentState, events: Sequence[Event]) -> None:
         if self.broken:
             raise FatalIoError(f"the {self.label} failed earlier; it is not written again")
-        lines = b"".join(compact_utf8(event) + b"\n" for event in events)
+        lines = activity_file.encode_lines(events)
         try:
             if self._log is None:
                 self._first_commit(state, lines)
@@ -320,7 +320,8 @@ class DirectoryStore:
         self._write(self._activity_fd, lines, ACTIVITY_FILE)
         self._activity_size += len(lines)
         if moved:
-            self._write(self._archive(), _archive_lines(archived_before, moved), ARCHIVE_FILE)
+            leaving_lines = conversation_archive.encode_lines(archived_before, moved)
+            self._write(self._archive(), leaving_lines, ARCHIVE_FILE)
         self.tracker.take(state, changes)
         if self._log.seq >= self.checkpoint_records or self._log.size > max(
             self.checkpoint_bytes, 2 * self._state_size
@@ -389,10 +390,3 @@ class DirectoryStore:
             self._log.close()
             self._log = None
         self.statedir.close()
-
-
-def _archive_lines(first_seq: int, messages: Sequence[Any]) -> bytes:
-    return b"".join(
-        compact_utf8({"seq": first_seq + offset, "message": message}) + b"\n"
-        for offset, message in enumerate(messages)
-    )

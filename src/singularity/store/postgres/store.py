@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +210,38 @@ class PostgresStore:
     # Steps.
 
     def commit(self, state: AgentState, events: Sequence[Event]) -> None:
+        self._commit(state, events)
+
+    def create(
+        self,
+        state: AgentState,
+        events: Sequence[Event],
+        archived: Sequence[ChatMessage],
+        also: Callable[[Batch], None] | None = None,
+    ) -> None:
+        """Write a being this store does not hold yet, whole, in one transaction.
+
+        Its archive (the messages before the window) is written with it, and `also` adds
+        statements of its own to the same transaction (the sanctum's rows, for instance).
+        """
+        if self._exists or self.tracker.started:
+            raise StateError(f"{self.label} already holds a being")
+        if len(archived) != state.mind.conversation_archived:
+            raise StateError(
+                f"the being archived {state.mind.conversation_archived} messages "
+                f"but {len(archived)} were given"
+            )
+        self._first["conversation"] = len(archived)
+        self._commit(state, events, archived=archived, also=also)
+
+    def _commit(
+        self,
+        state: AgentState,
+        events: Sequence[Event],
+        *,
+        archived: Sequence[ChatMessage] = (),
+        also: Callable[[Batch], None] | None = None,
+    ) -> None:
         if self.broken:
             raise FatalIoError(f"{self.label} failed earlier; it is not written again")
         if self.renewer.lost:
@@ -227,8 +259,12 @@ class PostgresStore:
             extra = self._write_being(batch, changes)
             for path, change in changes.lists.items():
                 self._write_list(batch, path, change)
+            if archived:
+                self._write_archive(batch, archived)
             if not self._exists:
                 self._write_events(batch, events, hold=False)
+            if also is not None:
+                also(batch)
             batch.run()
         except psycopg.Error as error:
             self.broken = True
@@ -302,6 +338,16 @@ class PostgresStore:
         ]
         parameters = [*key, first, *values] if cut else values
         batch.execute(table.insert_sql(len(change.added), cut_before=cut), parameters)
+
+    def _write_archive(self, batch: Batch, archived: Sequence[ChatMessage]) -> None:
+        """The messages before the window, numbered from the being's first."""
+        table = rows.TABLES["conversation"]
+        values = [
+            value
+            for seq, message in enumerate(archived)
+            for value in (*table.key(self.agent_id), seq, *table.to_row(message))
+        ]
+        batch.execute(table.insert_sql(len(archived)), values)
 
     def _write_events(self, batch: Batch, events: Sequence[Event], *, hold: bool) -> None:
         """Append the events; with `hold`, in one statement with holding the lease (first)."""

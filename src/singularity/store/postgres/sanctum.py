@@ -1,0 +1,57 @@
+"""A being's sanctum in PostgreSQL: versioned rows, every write a new version.
+
+`singularity.sanctum_files` holds one row per version of an entry: a file's bytes, a
+folder (its path ends in `/`, its content is empty) or a removal (content NULL). The
+sanctum as it stands is the latest version of every path that was not removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from singularity.sanctum.entries import SanctumEntry
+from singularity.store.postgres.store import Batch
+
+LATEST = """
+SELECT path, content FROM (
+    SELECT DISTINCT ON (path) path, content FROM singularity.sanctum_files
+    WHERE agent_id = %s ORDER BY path, version DESC
+) AS latest WHERE content IS NOT NULL ORDER BY path
+"""
+ADD = """
+INSERT INTO singularity.sanctum_files (agent_id, path, version, content)
+SELECT entry.agent_id, entry.path, COALESCE((
+    SELECT max(version) FROM singularity.sanctum_files AS held
+    WHERE held.agent_id = entry.agent_id AND held.path = entry.path
+), 0) + 1, entry.content
+FROM (VALUES {values}) AS entry (agent_id, path, content)
+"""
+
+
+def latest(db: psycopg.Connection[Any], agent_id: str) -> list[SanctumEntry] | None:
+    """The being's sanctum as it stands, parents first; None when it has none."""
+    found = db.execute(LATEST, (agent_id,)).fetchall()
+    if not found:
+        return None
+    return [
+        SanctumEntry(path) if path.endswith("/") else SanctumEntry(path, bytes(content))
+        for path, content in found
+    ]
+
+
+def add_versions(batch: Batch, agent_id: str, entries: Sequence[SanctumEntry]) -> None:
+    """Add to the step a new version of each entry."""
+    if not entries:
+        return
+    for entry in entries:
+        entry.parts()  # a path that would leave the sanctum is refused before it is stored
+    values = ", ".join(["(%s, %s, %s::bytea)"] * len(entries))
+    parameters = [
+        value
+        for entry in entries
+        for value in (agent_id, entry.path, entry.content if entry.content is not None else b"")
+    ]
+    batch.execute(ADD.format(values=values), parameters)
