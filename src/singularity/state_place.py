@@ -54,7 +54,10 @@ class StorePlace:
     @classmethod
     def parse(cls, url: str, option: str = "--state-url") -> StorePlace:
         """A `--state-url`: `postgresql://…`, `file:///path`, or a plain directory path."""
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+        except ValueError as error:  # a bracketed host left open, for one
+            raise ConfigurationError(f"{option} {shown_url(url)}: not a valid URL: {error}") from None
         scheme = parts.scheme.lower()
         if scheme in POSTGRES_SCHEMES:
             _check_postgres_url(url, option)

@@ -32,6 +32,10 @@ COMMANDS = {
         "singularity.cli.doctor:doctor_command",
         "Read-only pre-flight: configuration, gateway, model, Most and skills; every check runs.",
     ),
+    "export": LazyCommand(
+        "singularity.cli.exporting:export_command",
+        "Copy a being, whole, to a place that holds none: state, journal, archive, sanctum.",
+    ),
     "fleet": LazyCommand(
         "singularity.cli.fleet:fleet", "Start, steer and watch the beings of a fleet."
     ),

@@ -20,6 +20,7 @@ from singularity.cli.output import print_json
 from singularity.config import (
     ALL_OPTIONS,
     IDENTITY_OPTIONS,
+    OPTIONS_BY_NAME,
     SANCTUM_OPTIONS,
     STATE_OPTIONS,
     Settings,
@@ -31,6 +32,7 @@ from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.sanctum import pulse_due, pulse_schedule
 from singularity.runtime.schedule import live_pulse
 from singularity.sanctum import tools, writing
+from singularity.sanctum.entries import export_folder, read_folder
 from singularity.sanctum.extension import SanctumConfig, today
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import SanctumRefusal
@@ -38,15 +40,16 @@ from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.transfer import export_sanctum, memory_chunks
 from singularity.sanctum.wake import map_text, wake
 from singularity.store.directory import peek_state
+from singularity.store.opening import StorePlace
 from singularity.timestamps import system_clock
 
 # Options a printed schedule sets itself, or that a scheduler must not repeat.
 SCHEDULE_FIXED = frozenset({"state_dir", "resume", "pulse", "max_cycles", "stimulus"})
 PATH_OPTIONS = frozenset({"workspace", "state_dir"})
 # Where the sanctum is; the Pulse options matter only to `init` and `pulse`.
-sanctum_options = with_options(
-    STATE_OPTIONS + tuple(option for option in SANCTUM_OPTIONS if option.name == "sanctum_dir")
-)
+AGENT_OPTIONS = (OPTIONS_BY_NAME["agent_id"],)
+SANCTUM_DIR_OPTIONS = (OPTIONS_BY_NAME["sanctum_dir"],)
+sanctum_options = with_options(STATE_OPTIONS + SANCTUM_DIR_OPTIONS)
 
 
 @click.group()
@@ -137,13 +140,42 @@ def map_command(**params: Any) -> None:
 
 
 @sanctum.command("export")
-@click.argument("archive", type=click.Path(dir_okay=False))
-@sanctum_options
-def export_command(archive: str, **params: Any) -> None:
-    """Write the sanctum to a new tar archive (0600; symlinks kept as links, never followed)."""
+@click.argument("archive", required=False, type=click.Path(dir_okay=False))
+@click.option("--to", "to", default=None, help="Write the sanctum as files to this new folder.")
+@click.option(
+    "--state-url",
+    default=None,
+    help="A being in a PostgreSQL state store (postgresql://…, with --agent-id): its sanctum.",
+)
+@with_options(STATE_OPTIONS + AGENT_OPTIONS + SANCTUM_DIR_OPTIONS)
+def export_command(
+    archive: str | None, to: str | None, state_url: str | None, **params: Any
+) -> None:
+    """Write the sanctum to a new tar archive ARCHIVE, or as files to a new folder (--to).
+
+    An archive is 0600, symlinks kept as links and never followed; a folder gets the
+    latest version of every file, whole or not at all.
+    """
+    if (archive is None) == (to is None):
+        raise click.UsageError("give either ARCHIVE or --to DIR")
     settings = settings_from(params)
+    place = StorePlace.chosen(settings.state_dir, state_url)
+    if place.is_postgres:
+        if to is None:
+            raise click.UsageError("the sanctum of a PostgreSQL state store is exported with --to")
+        from singularity.store.postgres.sanctum import peek_sanctum
+
+        counted = export_folder(peek_sanctum(place.location, settings.agent_id), to)
+        print_json({"exported": os.path.abspath(to), "files": counted})
+        return
+    settings = dataclasses.replace(settings, state_dir=place.location)
     root = _root(settings)
     _open(settings).close()  # the same checks as every command: it exists, is ours
+    if to is not None:
+        counted = export_folder(read_folder(root) or [], to)
+        print_json({"exported": os.path.abspath(to), "files": counted})
+        return
+    assert archive is not None
     counted = export_sanctum(root, archive)
     print_json({"exported": os.path.abspath(archive), "files": counted})
 

@@ -26,6 +26,7 @@ from singularity.storage.conversation_archive import ARCHIVE_FILE
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.base import Event, StateStore
 from singularity.store.directory import DirectoryStore
+from singularity.store.opening import StorePlace, open_store_at
 
 if TYPE_CHECKING:
     from singularity.store.postgres.store import Batch, PostgresStore
@@ -56,7 +57,8 @@ def read_being(store: StateStore, sanctum_root: str | None = None) -> WholeBeing
     """
     state = store.load()
     if state is None:
-        raise StateError(f"no being in {store.label}")
+        where = f"being in {store.label}" if isinstance(store, DirectoryStore) else store.label
+        raise StateError(f"no {where}")
     count = state.mind.conversation_archived
     archived = store.archived(0, count)
     if len(archived) != count:
@@ -116,3 +118,43 @@ def write_postgres(being: WholeBeing, store: PostgresStore) -> None:
         fsio.failpoint(f"{POINT}.commit")
 
     store.create(being.state, being.events, being.archived, also)
+
+
+def copy_being(
+    source: StorePlace,
+    target: StorePlace,
+    agent_id: str | None,
+    *,
+    sanctum_root: str | None = None,
+) -> WholeBeing:
+    """Copy the being at `source` to `target`, which must hold none; the being copied.
+
+    `agent_id` selects the being in a PostgreSQL source (required then); of a state
+    directory's being it is only checked, when given. The being keeps its agent id in a
+    PostgreSQL target. The source's single-writer hold is taken for the whole copy, so a
+    living being is refused (`StateLockedError`).
+    """
+    if source.is_postgres and agent_id is None:
+        raise StateError("a being in a PostgreSQL state store is chosen by its agent id")
+    if source == target:
+        raise StateError(f"{source.shown()} is both the source and the target of the export")
+    store = open_store_at(source, agent_id or "", create=False)
+    try:
+        being = read_being(store, sanctum_root)
+        own = being.state.identity.agent_id
+        if agent_id is not None and agent_id != own:
+            raise StateError(f"the being in {store.label} has the agent id {own}, not {agent_id}")
+        if target.is_postgres:
+            from singularity.store.postgres.store import PostgresStore
+
+            written = open_store_at(target, own)
+            assert isinstance(written, PostgresStore)
+            try:
+                write_postgres(being, written)
+            finally:
+                written.close()
+        else:
+            write_directory(being, target.location)
+    finally:
+        store.close()
+    return being

@@ -7,13 +7,15 @@ sanctum as it stands is the latest version of every path that was not removed.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
+from singularity.errors import StateError
 from singularity.sanctum.entries import SanctumEntry
-from singularity.store.postgres.store import Batch
+from singularity.store.postgres.store import Batch, connect, shown_url
 
 LATEST = """
 SELECT path, content FROM (
@@ -55,3 +57,29 @@ def add_versions(batch: Batch, agent_id: str, entries: Sequence[SanctumEntry]) -
         for value in (agent_id, entry.path, entry.content if entry.content is not None else b"")
     ]
     batch.execute(ADD.format(values=values), parameters)
+
+
+def peek_sanctum(url: str, agent_id: str) -> list[SanctumEntry]:
+    """The sanctum of the being `agent_id` in the store at `url`, read without its lease.
+
+    StateError when the store holds no such being, or the being no sanctum.
+    """
+    label = f"being {agent_id} in {shown_url(url)}"
+    db = connect(url)
+    try:
+        if db.execute("SELECT to_regclass('singularity.beings')").fetchone() in (None, (None,)):
+            raise StateError(f"no {label}")
+        being = db.execute(
+            "SELECT 1 FROM singularity.beings WHERE agent_id = %s", (agent_id,)
+        ).fetchone()
+        if being is None:
+            raise StateError(f"no {label}")
+        found = latest(db, agent_id)
+    except psycopg.Error as error:
+        raise StateError(f"cannot read the sanctum of {label}: {error}") from None
+    finally:
+        with contextlib.suppress(psycopg.Error):
+            db.close()
+    if found is None:
+        raise StateError(f"the {label} has no sanctum")
+    return found
