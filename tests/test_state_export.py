@@ -20,6 +20,7 @@ from singularity.runtime.verify import verify_state_dir
 from singularity.sanctum.entries import SanctumEntry
 from singularity.store import transfer
 from singularity.store.directory import DirectoryStore
+from singularity.store.opening import StorePlace
 from singularity.store.postgres.store import PostgresStore
 from tests.support.failpoints import armed_environment
 from tests.support.stores import a_being, archive_overflow, live_a_step, store_url
@@ -117,15 +118,24 @@ def test_a_being_keeps_its_agent_id(tmp_path: Path) -> None:
         to_postgres(source, "someone-else")
 
 
-def test_a_living_being_is_not_exported(tmp_path: Path) -> None:
+def test_a_living_being_is_not_copied(tmp_path: Path) -> None:
+    agent = f"agent-{os.urandom(6).hex()}"
     source = tmp_path / "source"
-    lived_directory(source, "alive")
-    living = DirectoryStore.open(str(source), create=False)
-    try:
-        with pytest.raises(StateLockedError):
-            DirectoryStore.open(str(source), create=False)
-    finally:
-        living.close()
+    lived_directory(source, agent)
+    in_directory, in_postgres = StorePlace.directory(str(source)), StorePlace.parse(store_url())
+    transfer.copy_being(in_directory, in_postgres, None)
+    for place, store in (
+        (in_directory, DirectoryStore.open(str(source), create=False)),
+        (in_postgres, PostgresStore.open(store_url(), agent)),
+    ):
+        try:
+            with pytest.raises(StateLockedError, match="another runtime owns"):
+                transfer.copy_being(place, StorePlace.directory(str(tmp_path / "out")), agent)
+        finally:
+            store.close()
+    assert sorted(os.listdir(tmp_path)) == ["source"]
+    with pytest.raises(StateError, match="is both the source and the target"):
+        transfer.copy_being(in_postgres, in_postgres, agent)
 
 
 def test_a_sanctum_path_that_leaves_the_sanctum_is_refused(tmp_path: Path) -> None:
@@ -139,6 +149,7 @@ KILL_SCRIPT = """
 import sys
 from singularity.store import transfer
 from singularity.store.directory import DirectoryStore
+from singularity.store.opening import StorePlace
 from singularity.store.postgres.store import PostgresStore
 
 source, url, agent, destination = sys.argv[1:]
