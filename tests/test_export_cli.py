@@ -93,6 +93,9 @@ def test_a_being_goes_to_postgresql_and_back_unchanged(lived: tuple[Path, str]) 
         verified = singularity("verify", str(place))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         assert verified.stdout.strip() == f"{place}: ok"
+    in_postgres = singularity("verify", "--state-url", url, "--agent-id", agent)
+    assert in_postgres.returncode == 0, in_postgres.stdout + in_postgres.stderr
+    assert in_postgres.stdout.strip().endswith(": ok")
 
     files = root / "sanctum-files"
     written = singularity(

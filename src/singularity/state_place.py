@@ -57,7 +57,8 @@ class StorePlace:
         try:
             parts = urlsplit(url)
         except ValueError as error:  # a bracketed host left open, for one
-            raise ConfigurationError(f"{option} {shown_url(url)}: not a valid URL: {error}") from None
+            shown = shown_url(url)
+            raise ConfigurationError(f"{option} {shown}: not a valid URL: {error}") from None
         scheme = parts.scheme.lower()
         if scheme in POSTGRES_SCHEMES:
             _check_postgres_url(url, option)

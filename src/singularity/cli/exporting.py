@@ -6,14 +6,12 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import settings_from, with_options
+from singularity.cli.options import AGENT_ID, settings_from, with_options
 from singularity.cli.output import print_json
-from singularity.config import OPTIONS_BY_NAME, STATE_OPTIONS
+from singularity.config import OPTIONS_BY_NAME, STATE_OPTIONS, STORE_OPTIONS
 from singularity.sanctum.extension import SanctumConfig
 from singularity.store.opening import StorePlace
 from singularity.store.transfer import copy_being
-
-EXPORT_OPTIONS = (*STATE_OPTIONS, OPTIONS_BY_NAME["agent_id"], OPTIONS_BY_NAME["sanctum_dir"])
 
 
 @click.command(name="export")
@@ -23,21 +21,16 @@ EXPORT_OPTIONS = (*STATE_OPTIONS, OPTIONS_BY_NAME["agent_id"], OPTIONS_BY_NAME["
     required=True,
     help="Where the copy goes: a new state directory, or postgresql://… (no being there yet).",
 )
-@click.option(
-    "--state-url",
-    default=None,
-    help="The being to export, in a PostgreSQL state store (postgresql://…, with --agent-id).",
-)
-@with_options(EXPORT_OPTIONS)
-def export_command(to: str, state_url: str | None, **params: Any) -> None:
+@with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + (OPTIONS_BY_NAME["sanctum_dir"],))
+def export_command(to: str, **params: Any) -> None:
     """Copy a being, whole, to a place that holds none: state, journal, archive, sanctum.
 
     From --state-dir (or --state-url and --agent-id) to --to. The being must not be
     running; it is left as it was, and only one of its two homes should live.
     """
     given_agent = params.get("agent_id")
-    settings = settings_from(params)
-    source = StorePlace.chosen(settings.state_dir, state_url)
+    settings = settings_from(params, on_postgres=True)
+    source = StorePlace.chosen(settings.state_dir, settings.state_url)
     target = StorePlace.parse(to, "--to")
     agent_id = settings.agent_id if source.is_postgres else given_agent
     sanctum_root = SanctumConfig.from_settings(settings).root if not source.is_postgres else None

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from singularity.cli import live
-from singularity.cli.options import runtime_options, settings_from, with_options
+from singularity.cli.options import AGENT_ID, runtime_options, settings_from, with_options
 from singularity.cli.output import print_json
 from singularity.config import (
     ALL_OPTIONS,
@@ -23,6 +23,7 @@ from singularity.config import (
     OPTIONS_BY_NAME,
     SANCTUM_OPTIONS,
     STATE_OPTIONS,
+    STORE_OPTIONS,
     Settings,
     resolve,
 )
@@ -47,7 +48,6 @@ from singularity.timestamps import system_clock
 SCHEDULE_FIXED = frozenset({"state_dir", "resume", "pulse", "max_cycles", "stimulus"})
 PATH_OPTIONS = frozenset({"workspace", "state_dir"})
 # Where the sanctum is; the Pulse options matter only to `init` and `pulse`.
-AGENT_OPTIONS = (OPTIONS_BY_NAME["agent_id"],)
 SANCTUM_DIR_OPTIONS = (OPTIONS_BY_NAME["sanctum_dir"],)
 sanctum_options = with_options(STATE_OPTIONS + SANCTUM_DIR_OPTIONS)
 
@@ -142,15 +142,8 @@ def map_command(**params: Any) -> None:
 @sanctum.command("export")
 @click.argument("archive", required=False, type=click.Path(dir_okay=False))
 @click.option("--to", "to", default=None, help="Write the sanctum as files to this new folder.")
-@click.option(
-    "--state-url",
-    default=None,
-    help="A being in a PostgreSQL state store (postgresql://…, with --agent-id): its sanctum.",
-)
-@with_options(STATE_OPTIONS + AGENT_OPTIONS + SANCTUM_DIR_OPTIONS)
-def export_command(
-    archive: str | None, to: str | None, state_url: str | None, **params: Any
-) -> None:
+@with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + SANCTUM_DIR_OPTIONS)
+def export_command(archive: str | None, to: str | None, **params: Any) -> None:
     """Write the sanctum to a new tar archive ARCHIVE, or as files to a new folder (--to).
 
     An archive is 0600, symlinks kept as links and never followed; a folder gets the
@@ -158,8 +151,8 @@ def export_command(
     """
     if (archive is None) == (to is None):
         raise click.UsageError("give either ARCHIVE or --to DIR")
-    settings = settings_from(params)
-    place = StorePlace.chosen(settings.state_dir, state_url)
+    settings = settings_from(params, on_postgres=True)
+    place = StorePlace.chosen(settings.state_dir, settings.state_url)
     if place.is_postgres:
         if to is None:
             raise click.UsageError("the sanctum of a PostgreSQL state store is exported with --to")

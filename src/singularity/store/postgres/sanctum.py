@@ -15,7 +15,8 @@ import psycopg
 
 from singularity.errors import StateError
 from singularity.sanctum.entries import SanctumEntry
-from singularity.store.postgres.store import Batch, connect, shown_url
+from singularity.state_place import shown_url
+from singularity.store.postgres.store import Batch, connect
 
 LATEST = """
 SELECT path, content FROM (
