@@ -5,7 +5,8 @@ Contract: the fleet lists every being of the store (status, cycle, model, balanc
 earned, spent, children, last action; live while a runtime holds its lease), a child
 under its parent; a being's page shows what the store holds (identity, the ledger's
 chart, mind, memories with search, conversation, activity, family); the fleet stream
-follows a step committed meanwhile. Operator requests travel through a being's state
+follows a step committed meanwhile, and the fleet a being living there (`run
+--state-url`) until it stops; a store that went away is a 503 until it is back. Operator requests travel through a being's state
 directory, which the store does not record: each is refused with 409 and a message
 saying so, never a 500. The guard (Host, Origin, CSRF, token) is the same as over a
 directory.
@@ -14,6 +15,7 @@ directory.
 from __future__ import annotations
 
 import re
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,8 +32,10 @@ from singularity.domain.records import ActionRecord, ChildRecord, MemoryEntry
 from singularity.domain.state import AgentState
 from singularity.store.base import Event
 from singularity.store.postgres.store import PostgresStore
+from tests.support.children_gateway import FamilyGateway
 from tests.support.console import Console, chromium
-from tests.support.loop_http import Result
+from tests.support.living import Process, wait_until
+from tests.support.loop_http import Result, cli_args
 from tests.support.polling import wait_for
 from tests.support.postgres import postgres_server, start_server
 
@@ -212,6 +216,36 @@ def test_the_fleet_stream_follows_a_step_committed_meanwhile(
         for line in lines:
             if 'class="num cycle">3<' in line:
                 break  # the table shows Ada's third cycle
+
+
+def test_a_being_living_in_the_store_is_followed_until_it_stops(
+    tmp_path: Path, fleet: Fleet, consoles: Callable[..., Console]
+) -> None:
+    with FamilyGateway() as gateway:
+        flags = [
+            *cli_args(tmp_path, gateway, "--cycle-interval-secs", "0.2"),
+            *("--state-url", fleet.url, "--agent-id", "cleo"),
+            *("--agent-name", "Cleo", "--agent-ticker", "CLE"),
+        ]
+        cleo = Process(["run", *flags], tmp_path, tmp_path / "cleo.txt")
+        try:
+            with httpx.Client(base_url=consoles(fleet.url).url) as client:
+
+                def row() -> list[str]:
+                    page = client.get("/").text
+                    return _row(page, "cleo").split() if 'data-key="cleo"' in page else []
+
+                def living() -> bool:
+                    shown = row()
+                    return bool(shown) and shown[3] == "running" and int(shown[4]) >= 2
+
+                wait_until(living, "Cleo's second cycle in the fleet", cleo)
+                assert row()[-1] == "●"
+                cleo.process.send_signal(signal.SIGTERM)
+                assert cleo.wait() == 0, cleo.stderr()
+                wait_until(lambda: row()[3] == "stopped" and row()[-1] == "○", "Cleo stopped")
+        finally:
+            cleo.stop()
 
 
 def test_the_guard_applies_over_a_store_as_over_a_directory(
