@@ -112,7 +112,7 @@ MUTANTS = (
         "src/singularity/storage/conversation_archive.py",
         'fsio.append_durably(fd, data, "archive")',
         "fsio.write_all(fd, data)",
-        DURABILITY,
+        (*DURABILITY, "tests/test_state_store.py"),
     ),
     Mutant(
         "reasonlog append without fdatasync",

@@ -34,6 +34,7 @@ from tests.support.stores import (
     new_place,
     open_store,
 )
+from tests.support.syncs import SyncLog
 
 
 @pytest.fixture(params=BACKENDS)
@@ -267,7 +268,9 @@ def test_verify_reads_the_log_and_names_what_is_wrong(tmp_path: Path) -> None:
         os.close(dir_fd)
 
 
-def test_a_boot_writes_back_what_a_crash_lost_and_checkpoints(tmp_path: Path) -> None:
+def test_a_boot_writes_back_what_a_crash_lost_and_checkpoints(
+    tmp_path: Path, sync_log: SyncLog
+) -> None:
     store, state = _living_directory(tmp_path, 5)
     archive_overflow(state, keep=2)
     store.commit(state, [])
@@ -283,6 +286,8 @@ def test_a_boot_writes_back_what_a_crash_lost_and_checkpoints(tmp_path: Path) ->
         assert (path / "activity.jsonl").read_bytes() == lines
         assert len(reopened.archived()) == state.mind.conversation_archived == 8
         assert (path / "state.json").read_bytes() == state.to_json()  # checkpointed at boot
+        # The checkpoint emptied the log: what was written back must be durable by itself.
+        assert sync_log.problems(path) == []
     finally:
         reopened.close()
 
