@@ -198,3 +198,17 @@ def test_a_kill_during_an_export_leaves_no_being(tmp_path: Path, point: str) -> 
         finally:
             target.close()
         assert held == (0,)
+
+
+def test_a_postgresql_being_takes_the_sanctum_folder_it_is_given(tmp_path: Path) -> None:
+    agent = f"agent-{os.urandom(6).hex()}"
+    source, back, local = tmp_path / "source", tmp_path / "back", tmp_path / "local"
+    lived_directory(source, agent)
+    to_postgres(source, agent)
+    local.mkdir(mode=0o700)
+    (local / "PERSONA.md").write_bytes(b"# Persona\n\nlived on in PostgreSQL\n")
+    in_postgres = StorePlace.parse(store_url())
+    transfer.copy_being(
+        in_postgres, StorePlace.directory(str(back)), agent, sanctum_root=str(local)
+    )
+    assert tree(back / "sanctum") == tree(local)

@@ -33,7 +33,10 @@ def export_command(to: str, **params: Any) -> None:
     source = StorePlace.chosen(settings.state_dir, settings.state_url)
     target = StorePlace.parse(to, "--to")
     agent_id = settings.agent_id if source.is_postgres else given_agent
-    sanctum_root = SanctumConfig.from_settings(settings).root if not source.is_postgres else None
+    # A PostgreSQL being's sanctum is its rows, or the folder --sanctum-dir names: a being
+    # that lived there keeps its sanctum in its local state directory.
+    named = settings.sanctum_dir is not None or not source.is_postgres
+    sanctum_root = SanctumConfig.from_settings(settings).root if named else None
     being = copy_being(source, target, agent_id, sanctum_root=sanctum_root)
     print_json(
         {

@@ -52,8 +52,8 @@ class WholeBeing:
 def read_being(store: StateStore, sanctum_root: str | None = None) -> WholeBeing:
     """The being in an opened store; StateError when it holds none.
 
-    A state directory's sanctum is read at `sanctum_root` (`<state-dir>/sanctum` unless
-    given); a PostgreSQL store's from its rows.
+    The sanctum is the folder `sanctum_root` when given; otherwise a state directory's
+    `<state-dir>/sanctum`, a PostgreSQL being's rows.
     """
     state = store.load()
     if state is None:
@@ -69,8 +69,10 @@ def read_being(store: StateStore, sanctum_root: str | None = None) -> WholeBeing
 
 
 def _sanctum(store: StateStore, root: str | None) -> list[SanctumEntry] | None:
+    if root is not None:
+        return read_folder(root)
     if isinstance(store, DirectoryStore):
-        return read_folder(root or os.path.join(store.statedir.path, SANCTUM_DIR))
+        return read_folder(os.path.join(store.statedir.path, SANCTUM_DIR))
     from singularity.store.postgres import sanctum
     from singularity.store.postgres.store import PostgresStore
 
