@@ -30,8 +30,10 @@ from singularity.config import resolve
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ActionRecord, ChildRecord, MemoryEntry
 from singularity.domain.state import AgentState
+from singularity.sanctum.entries import SanctumEntry
 from singularity.store.base import Event
-from singularity.store.postgres.store import PostgresStore
+from singularity.store.postgres.sanctum import add_versions
+from singularity.store.postgres.store import Batch, PostgresStore, connect
 from tests.support.children_gateway import FamilyGateway
 from tests.support.console import Console, chromium
 from tests.support.living import Process, wait_until
@@ -41,6 +43,7 @@ from tests.support.postgres import postgres_server, start_server
 
 AT = "2026-12-01T10:00:00Z"
 TOKEN = "a-long-console-token-for-tests"
+COAST = b"# The coast\n\nIt bends **west**.\n"
 OUT_OF_REACH = "lives in the PostgreSQL state store, which does not record where its state"
 
 
@@ -109,6 +112,11 @@ def fleet() -> Iterator[Fleet]:
     )
     ada.commit(state, a_step(state, "the coast bends west", "0.5"))
     ada.commit(state, a_step(state, "a lighthouse at the cape", "0.125"))
+    db = connect(url)
+    batch = Batch(db)
+    add_versions(batch, "ada", [SanctumEntry("notes/"), SanctumEntry("notes/coast.md", COAST)])
+    batch.run()
+    db.close()
     try:
         yield Fleet(url, ada, state)
     finally:
@@ -170,6 +178,9 @@ def test_a_beings_page_shows_what_the_store_holds(
     assert 'id="pause"' not in text
     assert "a lighthouse at the cape" in found.text and "the coast bends west" not in found.text
     assert child.status_code == 200 and "poems are maps" in child.text
+    assert "The store holds no sanctum of this being" in child.text
+    assert '<a href="/b/ada/sanctum?path=notes/coast.md">notes/coast.md</a>' in text
+    assert "As the store holds it (written by an export)" in text
     assert missing.status_code == 404
 
 
@@ -197,8 +208,10 @@ def test_operator_requests_are_refused_with_what_to_do_instead(
             assert "ada " + OUT_OF_REACH in refused.text
             assert "singularity say --state-dir DIR" in refused.text
         assert client.post("/b/nobody/say", data={"text": "x"}, headers=own).status_code == 404
-        sanctum = client.get("/b/ada/sanctum", params={"path": "PERSONA.md"})
+        sanctum = client.get("/b/ada/sanctum", params={"path": "notes/coast.md"})
         assert sanctum.status_code == 200 and OUT_OF_REACH in sanctum.text
+        assert "It bends <strong>west</strong>." in sanctum.text  # read from the store's rows
+        assert 'id="sanctum-text"' not in sanctum.text  # and not editable
 
 
 def test_the_fleet_stream_follows_a_step_committed_meanwhile(

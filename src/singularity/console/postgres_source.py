@@ -9,6 +9,7 @@ while nothing happens.
 Operator requests (chat, pause, resume, stop, top-up, sanctum edits, reviews) travel
 through a being's state directory (its inbox and local socket), and the store does not
 record where that is: they are refused with `OutOfReach`, and the inbox is not shown.
+The sanctum shown is the one the store's rows hold (what an export wrote), read only.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.money import render_money
 from singularity.runtime.operator_client import Delivery
+from singularity.sanctum.entries import SanctumEntry
+from singularity.sanctum.store import MAX_READ_BYTES
 from singularity.state_place import shown_url
 from singularity.store.base import state_of
 from singularity.store.postgres.census import Resident, census, events_after, messages_from
+from singularity.store.postgres.sanctum import latest
 from singularity.store.postgres.store import Connection, connect, read_snapshot
 
 CENSUS_TTL_SECS = 0.5
@@ -205,12 +209,30 @@ class PostgresSource:
             tree.append(entry)
         return tree
 
-    def sanctum_files(self, key: str) -> list[SanctumFile]:
+    def _sanctum(self, key: str) -> list[SanctumEntry]:
+        """The sanctum's rows as they stand (what an export wrote); none for most beings."""
         self._resident(key)
-        return []  # the sanctum a being works on is in its state directory
+        try:
+            return latest(self._connection(), key) or []
+        except psycopg.Error as error:
+            raise self._failed(error) from None
+
+    def sanctum_files(self, key: str) -> list[SanctumFile]:
+        return [
+            SanctumFile(entry.path, len(entry.content))
+            for entry in self._sanctum(key)
+            if entry.content is not None
+        ]
 
     def sanctum_text(self, key: str, path: str) -> str | None:
-        self._resident(key)
+        for entry in self._sanctum(key):
+            if entry.path == path and entry.content is not None:
+                if len(entry.content) > MAX_READ_BYTES:
+                    return None
+                try:
+                    return entry.content.decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
         return None
 
     # Acting.
