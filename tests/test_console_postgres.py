@@ -206,7 +206,7 @@ def test_operator_requests_are_refused_with_what_to_do_instead(
             refused = client.post(path, data=form, headers=own)
             assert refused.status_code == 409, (path, refused.text)
             assert "ada " + OUT_OF_REACH in refused.text
-            assert "singularity say --state-dir DIR" in refused.text
+            assert "so this console cannot hand them to the being" in refused.text
         assert client.post("/b/nobody/say", data={"text": "x"}, headers=own).status_code == 404
         sanctum = client.get("/b/ada/sanctum", params={"path": "notes/coast.md"})
         assert sanctum.status_code == 200 and OUT_OF_REACH in sanctum.text

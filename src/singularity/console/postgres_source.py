@@ -40,9 +40,8 @@ CENSUS_TTL_SECS = 0.5
 MAX_DEPTH = 32
 OUT_OF_REACH = (
     "{agent} lives in the PostgreSQL state store, which does not record where its state "
-    "directory is; chat, pause, resume, stop, top-up, sanctum edits and reviews go through "
-    "that directory: use `singularity say --state-dir DIR` (or a console with --root) on "
-    "the being's machine"
+    "directory is: chat, pause, resume, stop, top-up, sanctum edits and reviews go through "
+    "that directory's inbox, so this console cannot hand them to the being"
 )
 
 
