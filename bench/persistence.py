@@ -35,7 +35,7 @@ from singularity.runtime.being import LiveBeing
 TOOL = "singularity_memory_remember"
 
 
-def _tool_call(being: LiveBeing, index: int) -> dict[str, Any]:
+def _tool_call(being: LiveBeing, index: int) -> events.ToolFinished:
     """Change the state as one tool call does; the journal event it writes."""
     state = being.state
     at = being.now()
@@ -44,20 +44,20 @@ def _tool_call(being: LiveBeing, index: int) -> dict[str, Any]:
     state.conversation.append(
         {"role": "tool", "content": content, "tool_call_id": f"call_{index}", "name": TOOL}
     )
-    return events.tool_finished(at, state.cycle, TOOL, "success")
+    return events.ToolFinished(at, state.cycle, TOOL, "success")
 
 
-def _durable(being: LiveBeing, event: dict[str, Any]) -> int:
+def _durable(being: LiveBeing, event: events.ToolFinished) -> int:
     started = time.perf_counter_ns()
     being.journal(event)
     being.save()
     return time.perf_counter_ns() - started
 
 
-def _naive(being: LiveBeing, event: dict[str, Any], directory: Path) -> int:
+def _naive(being: LiveBeing, event: events.ToolFinished, directory: Path) -> int:
     started = time.perf_counter_ns()
     with open(directory / "activity.jsonl", "a") as journal:
-        journal.write(compact(event) + "\n")
+        journal.write(compact(events.encode(event)) + "\n")
     with open(directory / "state.json", "w") as state:
         state.write(being.state.model_dump_json(indent=2))
     return time.perf_counter_ns() - started

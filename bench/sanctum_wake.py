@@ -37,6 +37,7 @@ from typing import Any
 
 from bench import machine, summary, table, write_results
 from singularity.config import resolve
+from singularity.domain import events
 from singularity.domain.identity import identity_from
 from singularity.domain.state import AgentState
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
@@ -60,7 +61,8 @@ class Host:
     def now(self) -> str:
         return "2026-10-07T00:00:00Z"
 
-    def journal(self, event: dict[str, Any]) -> None:
+    def journal(self, record: events.ActivityEvent) -> None:
+        event = events.encode(record)
         self.events.append(event)
 
 

@@ -8,6 +8,7 @@ refuses with `state: activity.jsonl is corrupt at line N` and changes nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -23,43 +24,43 @@ from singularity.storage.activity import ActivityLog, read_events, scan
 
 AT = "2026-01-02T03:04:05.123Z"
 
-# Every builder of domain/events.py with the exact line it must produce.
-LINES: list[tuple[events.Event, bytes]] = [
-    (events.started(AT), b'{"type":"started","at":"2026-01-02T03:04:05.123Z"}\n'),
+# Every record of domain/events.py with the exact line it must produce (spec §5.5's order).
+RECORDS: list[tuple[events.ActivityEvent, bytes]] = [
+    (events.Started(AT), b'{"type":"started","at":"2026-01-02T03:04:05.123Z"}\n'),
     (
-        events.cycle_started(AT, 7),
+        events.CycleStarted(AT, 7),
         b'{"type":"cycle_started","at":"2026-01-02T03:04:05.123Z","cycle":7}\n',
     ),
     (
-        events.model_completed(AT, 7, 120, 30),
+        events.ModelCompleted(AT, 7, events.Usage(120, 30)),
         b'{"type":"model_completed","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150}}\n',
     ),
     (
-        events.cost_reserved(
+        events.CostReserved(
             AT, 7, "op-1", Decimal("0.00125"), Decimal("0.0000027777777777777777777778")
         ),
         b'{"type":"cost_reserved","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"operation_id":"op-1","api":"0.00125","instance":"0.0000027777777777777777777778"}\n',
     ),
     (
-        events.cost_released(AT, 7, "op-1"),
+        events.CostReleased(AT, 7, "op-1"),
         b'{"type":"cost_released","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"operation_id":"op-1"}\n',
     ),
     (
-        events.cost_debited(AT, 7, "op-1", Decimal("0.001"), Decimal("0.0000001"), 150),
+        events.CostDebited(AT, 7, "op-1", Decimal("0.001"), Decimal("0.0000001"), 150),
         b'{"type":"cost_debited","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"amount":"0.0010001","operation_id":"op-1","api":"0.001","instance":"0.0000001",'
         b'"tokens":150}\n',
     ),
     (
-        events.cost_debited(AT, 8, "op-2", Decimal(0), Decimal(0), 0),
+        events.CostDebited(AT, 8, "op-2", Decimal(0), Decimal(0), 0),
         b'{"type":"cost_debited","at":"2026-01-02T03:04:05.123Z","cycle":8,'
         b'"amount":"0","operation_id":"op-2","api":"0","instance":"0","tokens":0}\n',
     ),
     (
-        events.output_bounded(
+        events.OutputBounded(
             AT, 7, "files__read", "redact", None, {"workspace path shown relative": 2}
         ),
         b'{"type":"output_bounded","at":"2026-01-02T03:04:05.123Z","cycle":7,'
@@ -67,27 +68,27 @@ LINES: list[tuple[events.Event, bytes]] = [
         b'"redactions":{"workspace path shown relative":2}}\n',
     ),
     (
-        events.output_bounded(AT, 7, "t", "strict", "string contains a raw local path", {}),
+        events.OutputBounded(AT, 7, "t", "strict", "string contains a raw local path", {}),
         b'{"type":"output_bounded","at":"2026-01-02T03:04:05.123Z","cycle":7,"tool":"t",'
         b'"mode":"strict","rejection":"string contains a raw local path","redactions":{}}\n',
     ),
     (
-        events.tool_finished(AT, 7, "singularity_file_read", "indeterminate"),
+        events.ToolFinished(AT, 7, "singularity_file_read", "indeterminate"),
         b'{"type":"tool_finished","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"tool":"singularity_file_read","status":"indeterminate"}\n',
     ),
     (
-        events.revenue_credited(AT, 7, Decimal("12.50"), "finance_receive"),
+        events.RevenueCredited(AT, 7, Decimal("12.50"), "finance_receive"),
         b'{"type":"revenue_credited","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"amount":"12.50","source":"finance_receive"}\n',
     ),
     (
-        events.mind_imported(AT, "chat", "src-\u017c", 3, 1, 2),
+        events.MindImported(AT, "chat", "src-\u017c", 3, 1, 2),
         '{"type":"mind_imported","at":"2026-01-02T03:04:05.123Z","source_kind":"chat",'
         '"source_id":"src-\u017c","imported":3,"attributed":1,"unchanged":2}\n'.encode(),
     ),
     (
-        events.warning(AT, 7, 'round limit "8" reached \u2014 za\u017c\u00f3\u0142\u0107\nnext'),
+        events.Warned(AT, 7, 'round limit "8" reached \u2014 za\u017c\u00f3\u0142\u0107\nnext'),
         (
             '{"type":"warning","at":"2026-01-02T03:04:05.123Z","cycle":7,'
             '"message":"round limit \\"8\\" reached \u2014 '
@@ -95,141 +96,140 @@ LINES: list[tuple[events.Event, bytes]] = [
         ).encode(),
     ),
     (
-        events.stopped(AT, 9, "exhausted"),
+        events.Stopped(AT, 9, "exhausted"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"exhausted"}\n',
     ),
     (
-        events.child_funded(
-            AT, 7, "op-3", "c-1", Decimal("2.50"), {"id": "c-1", "name": "K\u00ed"}
-        ),
+        events.ChildFunded(AT, 7, "op-3", "c-1", Decimal("2.50"), {"id": "c-1", "name": "K\u00ed"}),
         '{"type":"child_funded","at":"2026-01-02T03:04:05.123Z","cycle":7,"operation_id":"op-3",'
         '"child_id":"c-1","amount":"2.50","record":{"id":"c-1","name":"K\u00ed"}}\n'.encode(),
     ),
     (
-        events.child_refunded(AT, 7, "op-3", "c-1", Decimal("2.50")),
+        events.ChildRefunded(AT, 7, "op-3", "c-1", Decimal("2.50")),
         b'{"type":"child_refunded","at":"2026-01-02T03:04:05.123Z","cycle":7,"operation_id":"op-3",'
         b'"child_id":"c-1","amount":"2.50"}\n',
     ),
     (
-        events.journal_entry_added(AT, 4, "e-1", "calm", False),
+        events.JournalEntryAdded(AT, 4, "e-1", "calm", False),
         b'{"type":"journal_entry_added","at":"2026-01-02T03:04:05.123Z","cycle":4,"id":"e-1",'
         b'"mood":"calm","redacted":false}\n',
     ),
     (
-        events.journal_recalled(AT, 4, 5, ["e-1", "e-2"]),
+        events.JournalRecalled(AT, 4, 5, ["e-1", "e-2"]),
         b'{"type":"journal_recalled","at":"2026-01-02T03:04:05.123Z","cycle":4,"k":5,'
         b'"ids":["e-1","e-2"]}\n',
     ),
     (
-        events.journal_promoted(AT, 4, "e-1", "reasonlog", "reasonlog:r-1"),
+        events.JournalPromoted(AT, 4, "e-1", "reasonlog", "reasonlog:r-1"),
         b'{"type":"journal_promoted","at":"2026-01-02T03:04:05.123Z","cycle":4,"id":"e-1",'
         b'"target":"reasonlog","ref":"reasonlog:r-1"}\n',
     ),
     (
-        events.journal_purged(AT, 4, 3),
+        events.JournalPurged(AT, 4, 3),
         b'{"type":"journal_purged","at":"2026-01-02T03:04:05.123Z","cycle":4,"count":3}\n',
     ),
     (
-        events.sanctum_initialized(AT, "finished", ["BOND.md"]),
+        events.SanctumInitialized(AT, "finished", ["BOND.md"]),
         b'{"type":"sanctum_initialized","at":"2026-01-02T03:04:05.123Z","outcome":"finished",'
         b'"filled":["BOND.md"]}\n',
     ),
     (
-        events.sanctum_written(AT, 4, "memory/topics/a.md", 12),
+        events.SanctumWritten(AT, 4, "memory/topics/a.md", 12),
         b'{"type":"sanctum_written","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"path":"memory/topics/a.md","bytes":12}\n',
     ),
     (
-        events.sanctum_merged(AT, 4, "memory/topics/a.md", "memory/topics/b.md"),
+        events.SanctumMerged(AT, 4, "memory/topics/a.md", "memory/topics/b.md"),
         b'{"type":"sanctum_merged","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"keep":"memory/topics/a.md","drop":"memory/topics/b.md"}\n',
     ),
     (
-        events.sanctum_tended(AT, 4, "2026-01-02", {"session_notes": 3}),
+        events.SanctumTended(AT, 4, "2026-01-02", {"session_notes": 3}),
         b'{"type":"sanctum_tended","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"date":"2026-01-02","counts":{"session_notes":3}}\n',
     ),
     (
-        events.session_note_auto(AT, 4, "memory/sessions/2026-01-02-cycle-4.md"),
+        events.SessionNoteAuto(AT, 4, "memory/sessions/2026-01-02-cycle-4.md"),
         b'{"type":"session_note_auto","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"path":"memory/sessions/2026-01-02-cycle-4.md"}\n',
     ),
     (
-        events.pulse_started(AT, 5, 8, Decimal("0.10")),
+        events.PulseStarted(AT, 5, 8, Decimal("0.10")),
         b'{"type":"pulse_started","at":"2026-01-02T03:04:05.123Z","cycle":5,"max_rounds":8,'
         b'"max_cost":"0.10"}\n',
     ),
     (
-        events.pulse_finished(AT, 5, "cost_cap", Decimal("0.05")),
+        events.PulseFinished(AT, 5, "cost_cap", Decimal("0.05")),
         b'{"type":"pulse_finished","at":"2026-01-02T03:04:05.123Z","cycle":5,'
         b'"status":"cost_cap","cost":"0.05"}\n',
     ),
     (
-        events.stopped(AT, 9, "failed"),
+        events.Stopped(AT, 9, "failed"),
         b'{"type":"stopped","at":"2026-01-02T03:04:05.123Z","cycle":9,"status":"failed"}\n',
     ),
     (
-        events.model_completed(AT, 7, 1, 2, "smollm2"),
+        events.ModelCompleted(AT, 7, events.Usage(1, 2), "smollm2"),
         b'{"type":"model_completed","at":"2026-01-02T03:04:05.123Z","cycle":7,'
         b'"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3},"model":"smollm2"}\n',
     ),
     (
-        events.journal_recovered(AT, 3, "damaged", "journal.sqlite3.damaged-1", 5, 2, False),
+        events.JournalRecovered(AT, 3, "damaged", "journal.sqlite3.damaged-1", 5, 2, False),
         b'{"type":"journal_recovered","at":"2026-01-02T03:04:05.123Z","cycle":3,'
         b'"reason":"damaged","set_aside":"journal.sqlite3.damaged-1","kept":5,"lost":2,'
         b'"unreachable":false}\n',
     ),
     (
-        events.cycle_finished(AT, 4, "completed"),
+        events.CycleFinished(AT, 4, "completed"),
         b'{"type":"cycle_finished","at":"2026-01-02T03:04:05.123Z","cycle":4,"status":"completed"}\n',
     ),
     (
-        events.operator_message(AT, 4, "r1", 12),
+        events.OperatorMessage(AT, 4, "r1", 12),
         b'{"type":"operator_message","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r1","bytes":12}\n',
     ),
     (
-        events.operator_paused(AT, 4, "r2", "paused"),
+        events.OperatorPaused(AT, 4, "r2", "paused"),
         b'{"type":"operator_paused","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r2","effect":"paused"}\n',
     ),
     (
-        events.operator_resumed(AT, 4, "r2b", "was not paused"),
+        events.OperatorResumed(AT, 4, "r2b", "was not paused"),
         b'{"type":"operator_resumed","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r2b","effect":"was not paused"}\n',
     ),
     (
-        events.operator_stopped(AT, 4, "r2c", "stopping"),
+        events.OperatorStopped(AT, 4, "r2c", "stopping"),
         b'{"type":"operator_stopped","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r2c","effect":"stopping"}\n',
     ),
     (
-        events.operator_credited(AT, 4, "op-1", "r3", Decimal("2.5"), "top-up"),
+        events.OperatorCredited(AT, 4, Decimal("2.5"), "op-1", "r3", "top-up"),
         b'{"type":"operator_credited","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"amount":"2.5","operation_id":"op-1","request_id":"r3","note":"top-up"}\n',
     ),
     (
-        events.operator_sanctum_written(AT, 4, "r4", "sanctum/PERSONA.md", 7, None, "ab"),
+        events.OperatorSanctumWritten(AT, 4, "r4", "sanctum/PERSONA.md", 7, None, "ab"),
         b'{"type":"operator_sanctum_written","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r4","path":"sanctum/PERSONA.md","bytes":7,"sha256_before":null,'
         b'"sha256_after":"ab"}\n',
     ),
     (
-        events.operator_request_refused(AT, 4, "r5", "credit", "amount out of range"),
+        events.OperatorRequestRefused(AT, 4, "r5", "credit", "amount out of range"),
         b'{"type":"operator_request_refused","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r5","kind":"credit","reason":"amount out of range"}\n',
     ),
     (
-        events.self_edit_proposed(AT, 4, "p1", "singularity_self_add_rule", "be kind"),
+        events.SelfEditProposed(AT, 4, "p1", "singularity_self_add_rule", "be kind"),
         b'{"type":"self_edit_proposed","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"proposal_id":"p1","tool":"singularity_self_add_rule","text":"be kind"}\n',
     ),
     (
-        events.self_edit_decided(AT, 4, "r6", "p1", "approved"),
+        events.SelfEditDecided(AT, 4, "r6", "p1", "approved"),
         b'{"type":"self_edit_decided","at":"2026-01-02T03:04:05.123Z","cycle":4,'
         b'"request_id":"r6","proposal_id":"p1","decision":"approved"}\n',
     ),
 ]
+
 
 @pytest.fixture
 def state_dir(tmp_path: Path) -> Path:
@@ -253,6 +253,7 @@ def _journal(*records: bytes) -> bytes:
     return b"".join(records)
 
 
+LINES = [(events.encode(record), line) for record, line in RECORDS]
 SAMPLE = [line for _, line in LINES[:5]]
 
 
@@ -271,14 +272,25 @@ def test_each_event_is_written_as_its_exact_line(
     assert line.startswith(b'{"type":"')
 
 
-def test_every_builder_in_events_is_covered() -> None:
-    builders = {
-        name
-        for name, value in vars(events).items()
-        if callable(value) and getattr(value, "__module__", "") == events.__name__
-    }
-    covered = {event["type"] for event, _ in LINES}
-    assert builders == covered
+def test_every_record_in_events_is_covered() -> None:
+    assert set(events.RECORDS) == {record.type for record, _ in RECORDS}
+
+
+@pytest.mark.parametrize(
+    ("record", "line"), RECORDS, ids=[line[9:30].decode() for _, line in RECORDS]
+)
+def test_each_line_decodes_to_its_record(record: events.ActivityEvent, line: bytes) -> None:
+    assert events.decode(json.loads(line)) == record
+
+
+def test_an_unknown_type_decodes_to_nothing_and_a_bad_event_says_what() -> None:
+    assert events.decode({"type": "from_a_later_version", "at": AT}) is None
+    with pytest.raises(events.EventShapeError, match="cycle_started event has no cycle"):
+        events.decode({"type": "cycle_started", "at": AT})
+    with pytest.raises(events.EventShapeError, match="cost_released event has no operation_id"):
+        events.decode({"type": "cost_released", "at": AT, "cycle": 1})
+    with pytest.raises(events.EventShapeError, match="pulse_finished event has a bad cost"):
+        events.decode({"type": "pulse_finished", "at": AT, "cycle": 1, "status": "x", "cost": "a"})
 
 
 def test_spec_field_order_of_the_baseline_events() -> None:
@@ -361,7 +373,7 @@ def test_truncation_at_every_offset_of_the_last_record_is_repaired(
         assert log.repaired_bytes == cut, cut
         assert log.events_at_open == expected_events, cut
         assert path.read_bytes() == complete, cut
-        log.append(events.started(AT))  # the next append starts on a clean line
+        log.append(events.encode(events.Started(AT)))  # the next append starts on a clean line
         log.close()
         assert path.read_bytes() == complete + LINES[0][1], cut
     assert _open_fds() == fds

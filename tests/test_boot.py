@@ -75,13 +75,13 @@ def _create(state_dir: Path, **extra: object) -> bytes:
     """Boot a new being, journal and save it as the runtime does, close; its state bytes."""
     settings = resolve(_flags(state_dir, **extra), environ={})
     being = open_being(settings, clock=lambda: T0)
-    being.journal(events.started(being.now()))
+    being.journal(events.Started(being.now()))
     being.state.status = "running"
     being.save()
     being.state.cycle = 3
     being.state.mind.rules.append("kept across resumes")
     being.state.budget.remaining = Decimal("7.25")
-    being.journal(events.stopped(being.now(), 3, "stopped"))
+    being.journal(events.Stopped(being.now(), 3, "stopped"))
     being.state.status = "stopped"
     being.checkpoint()  # a clean stop: state.json alone is current
     being.close()

@@ -176,7 +176,7 @@ def test_temp_names_are_unique_and_of_our_pattern() -> None:
 def being(tmp_path: Path) -> Iterator[LiveBeing]:
     settings = resolve({"state_dir": str(tmp_path / "state")}, environ={})
     live = open_being(settings, clock=lambda: T0)
-    live.journal(events.started(live.now()))
+    live.journal(events.Started(live.now()))
     live.state.status = "running"
     live.save()
     yield live
@@ -237,7 +237,7 @@ def test_a_failed_checkpoint_with_a_failing_journal_still_marks_the_being_failed
     old = (tmp_path / "state" / "state.json").read_bytes()
     journal = (tmp_path / "state" / "activity.jsonl").read_bytes()
     being.state.cycle = 7
-    being.journal(events.cycle_started(being.now(), 7))
+    being.journal(events.CycleStarted(being.now(), 7))
     fsio.arm_failpoints("state.fsync=eio,activity.write=eio")
     with pytest.raises(FatalIoError):
         being.checkpoint()
@@ -258,7 +258,7 @@ def test_a_failed_checkpoint_with_a_failing_journal_still_marks_the_being_failed
 )
 def test_a_failed_journal_append_is_fatal(being: LiveBeing, spec: str, message: str) -> None:
     fsio.arm_failpoints(spec)
-    being.journal(events.cycle_started(being.now(), 1))
+    being.journal(events.CycleStarted(being.now(), 1))
     with pytest.raises(FatalIoError) as caught:
         being.checkpoint()  # the step, then the checkpoint that syncs the journal
     assert caught.value.exit_code == 4
@@ -271,7 +271,7 @@ def test_a_failed_journal_write_leaves_the_journal_unchanged(
 ) -> None:
     before = (tmp_path / "state" / "activity.jsonl").read_bytes()
     fsio.arm_failpoints("activity.write=enospc")
-    being.journal(events.cycle_started(being.now(), 1))
+    being.journal(events.CycleStarted(being.now(), 1))
     with pytest.raises(FatalIoError):
         being.save()
     assert (tmp_path / "state" / "activity.jsonl").read_bytes() == before

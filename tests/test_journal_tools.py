@@ -6,12 +6,14 @@ import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from singularity.config import resolve
+from singularity.domain.events import PulseStarted
 from singularity.journal import reasonlog
 from singularity.journal.extension import (
     JournalExtension,
@@ -211,7 +213,7 @@ def test_purge_at_boot_hourly_and_before_every_pulse(tmp_path: Path) -> None:
         asyncio.run(part.before_cycle())
         journal = part.journal(create=False)
         assert journal is not None and journal.store.count() == 1
-        being.journal({"type": "pulse_started", "at": being.now(), "cycle": 1})
+        being.journal(PulseStarted(being.now(), 1, 8, Decimal("0.10")))
         asyncio.run(part.before_cycle())
         assert journal.store.count() == 0
         assert [e["count"] for e in events(being) if e["type"] == "journal_purged"] == [1, 1]

@@ -67,7 +67,7 @@ def _tree(root: Path) -> dict[str, tuple[int, int, bytes | str | None]]:
 def _make_being(state_dir: Path) -> None:
     settings = resolve({"state_dir": str(state_dir)}, environ={})
     being = open_being(settings, clock=_clock)
-    being.journal(events.started(being.now()))
+    being.journal(events.Started(being.now()))
     being.state.status = "running"
     being.save()
     being.close()
@@ -225,7 +225,7 @@ HOLDER = textwrap.dedent(
 
     settings = resolve({"state_dir": sys.argv[1], "resume": sys.argv[2] == "resume"}, environ={})
     being = open_being(settings)
-    being.journal(events.started(being.now()))
+    being.journal(events.Started(being.now()))
     being.save()
     print("ready", flush=True)
     sys.stdin.readline()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from singularity.config import resolve
+from singularity.domain import events
 from singularity.domain.identity import identity_from
 from singularity.domain.state import AgentState
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
@@ -91,7 +92,8 @@ class FakeHost:
     def now(self) -> str:
         return self.moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    def journal(self, event: dict[str, Any]) -> None:
+    def journal(self, record: events.ActivityEvent) -> None:
+        event = events.encode(record)
         self.events.append(event)
         for listener in self.listeners:
             listener(event)

@@ -1,384 +1,574 @@
-"""The events `activity.jsonl` records, each built with its fields in the spec's order (§5.5)."""
+"""The events `activity.jsonl` records, as typed records with one encoder and one decoder.
+
+Each event is a frozen dataclass whose fields are its JSON keys in the spec's order (§5.5;
+our added fields after the spec's): `encode` writes `type` first, then each field, money
+(`Decimal`) as its plain decimal string; a field marked `OMITTED_WHEN_NONE` is left out
+while it is None. `decode` reads a journal line's object back into its record. A field
+the runtime derives (`CostDebited.amount`, `Usage.total_tokens`) is computed, never given.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
-from singularity.money import add, render_money
+from singularity.money import add, parse_money, render_money
 
 Event = dict[str, Any]
+"""An event as the journal holds it: a JSON object, `type` first."""
+OMITTED_WHEN_NONE = {"omitted_when_none": True}
 
 
-def started(at: str) -> Event:
+@dataclass(frozen=True)
+class ActivityEvent:
+    """An event of the activity journal; `type` names it on its line."""
+
+    type: ClassVar[str]
+
+
+def encode(event: ActivityEvent) -> Event:
+    """The event's JSON object: `type`, then its fields in order."""
+    return {"type": event.type, **_fields(event)}
+
+
+def _fields(record: Any) -> Event:
+    out: Event = {}
+    for each in dataclasses.fields(record):
+        value = getattr(record, each.name)
+        if value is None and each.metadata.get("omitted_when_none"):
+            continue
+        if isinstance(value, Decimal):
+            value = render_money(value)
+        elif dataclasses.is_dataclass(value):
+            value = _fields(value)
+        out[each.name] = value
+    return out
+
+
+class EventShapeError(ValueError):
+    """A journaled event that does not have the shape of its type."""
+
+
+def decode(event: Event) -> ActivityEvent | None:
+    """The record of a journaled event; None for a type this version does not know.
+
+    A known type missing a field, or with money that is not money, is an
+    `EventShapeError` saying which.
+    """
+    kind = RECORDS.get(str(event.get("type")))
+    if kind is None:
+        return None
+    return kind(**_arguments(kind, event))
+
+
+def _arguments(kind: type[ActivityEvent], event: Event) -> dict[str, Any]:
+    hints = _hints(kind)
+    arguments: dict[str, Any] = {}
+    for each in dataclasses.fields(kind):
+        if not each.init:
+            continue
+        if each.name not in event:
+            if each.default is dataclasses.MISSING:
+                raise EventShapeError(f"{kind.type} event has no {each.name}")
+            continue
+        value = event[each.name]
+        hint = hints[each.name]
+        if hint is Decimal:
+            try:
+                value = parse_money(value)
+            except ValueError:
+                raise EventShapeError(f"{kind.type} event has a bad {each.name}") from None
+        elif hint is Usage:
+            if not isinstance(value, dict):
+                raise EventShapeError(f"{kind.type} event has a bad {each.name}")
+            value = Usage(value.get("prompt_tokens", 0), value.get("completion_tokens", 0))
+        arguments[each.name] = value
+    return arguments
+
+
+def _hints(kind: type[ActivityEvent]) -> dict[str, Any]:
+    hints = _HINTS.get(kind)
+    if hints is None:
+        hints = _HINTS[kind] = typing.get_type_hints(kind)
+    return hints
+
+
+_HINTS: dict[type[ActivityEvent], dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class Started(ActivityEvent):
     """Boot finished."""
-    return {"type": "started", "at": at}
+
+    type: ClassVar[str] = "started"
+    at: str
 
 
-def cycle_started(at: str, cycle: int) -> Event:
+@dataclass(frozen=True)
+class CycleStarted(ActivityEvent):
     """A cycle began."""
-    return {"type": "cycle_started", "at": at, "cycle": cycle}
+
+    type: ClassVar[str] = "cycle_started"
+    at: str
+    cycle: int
 
 
-def model_completed(
-    at: str, cycle: int, prompt_tokens: int, completion_tokens: int, model: str | None = None
-) -> Event:
-    """A completion arrived; the total is recomputed; `model` is the one that answered."""
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-    event: Event = {"type": "model_completed", "at": at, "cycle": cycle, "usage": usage}
-    if model is not None:
-        event["model"] = model
-    return event
+@dataclass(frozen=True)
+class Usage:
+    """A completion's token counts; the total is recomputed, never taken from the gateway."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total_tokens", self.prompt_tokens + self.completion_tokens)
 
 
-def cost_reserved(at: str, cycle: int, operation_id: str, api: Decimal, instance: Decimal) -> Event:
+@dataclass(frozen=True)
+class ModelCompleted(ActivityEvent):
+    """A completion arrived; `model` is the one that answered, when the gateway said."""
+
+    type: ClassVar[str] = "model_completed"
+    at: str
+    cycle: int
+    usage: Usage
+    model: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True)
+class CostReserved(ActivityEvent):
     """The worst-case cost of a model call was reserved before the call (decision 16)."""
-    return {
-        "type": "cost_reserved",
-        "at": at,
-        "cycle": cycle,
-        "operation_id": operation_id,
-        "api": render_money(api),
-        "instance": render_money(instance),
-    }
+
+    type: ClassVar[str] = "cost_reserved"
+    at: str
+    cycle: int
+    operation_id: str
+    api: Decimal
+    instance: Decimal
 
 
-def cost_released(at: str, cycle: int, operation_id: str) -> Event:
+@dataclass(frozen=True)
+class CostReleased(ActivityEvent):
     """A reserved model call failed and cost nothing."""
-    return {"type": "cost_released", "at": at, "cycle": cycle, "operation_id": operation_id}
+
+    type: ClassVar[str] = "cost_released"
+    at: str
+    cycle: int
+    operation_id: str
 
 
-def cost_debited(
-    at: str, cycle: int, operation_id: str, api: Decimal, instance: Decimal, tokens: int
-) -> Event:
-    """A completion's cost was debited; the spec's fields first, then the operation's parts."""
-    return {
-        "type": "cost_debited",
-        "at": at,
-        "cycle": cycle,
-        "amount": render_money(add(api, instance)),
-        "operation_id": operation_id,
-        "api": render_money(api),
-        "instance": render_money(instance),
-        "tokens": tokens,
-    }
+@dataclass(frozen=True)
+class CostDebited(ActivityEvent):
+    """A completion's cost was debited: the spec's `amount` (api + instance) first, then the
+    operation's parts."""
+
+    type: ClassVar[str] = "cost_debited"
+    at: str
+    cycle: int
+    amount: Decimal = field(init=False)
+    operation_id: str
+    api: Decimal
+    instance: Decimal
+    tokens: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "amount", add(self.api, self.instance))
 
 
-def tool_finished(at: str, cycle: int, tool: str, status: str) -> Event:
+@dataclass(frozen=True)
+class ToolFinished(ActivityEvent):
     """A tool call finished."""
-    return {"type": "tool_finished", "at": at, "cycle": cycle, "tool": tool, "status": status}
+
+    type: ClassVar[str] = "tool_finished"
+    at: str
+    cycle: int
+    tool: str
+    status: str
 
 
-def output_bounded(
-    at: str,
-    cycle: int,
-    tool: str,
-    mode: str,
-    rejection: str | None,
-    redactions: dict[str, int],
-) -> Event:
+@dataclass(frozen=True)
+class OutputBounded(ActivityEvent):
     """A tool result was withheld (`rejection`) or passed with values replaced; journaled
     just before its `tool_finished`, so a reader knows what the model was shown."""
-    return {
-        "type": "output_bounded",
-        "at": at,
-        "cycle": cycle,
-        "tool": tool,
-        "mode": mode,
-        "rejection": rejection,
-        "redactions": redactions,
-    }
+
+    type: ClassVar[str] = "output_bounded"
+    at: str
+    cycle: int
+    tool: str
+    mode: str
+    rejection: str | None
+    redactions: dict[str, int]
 
 
-def revenue_credited(at: str, cycle: int, amount: Decimal, source: str) -> Event:
-    """Trusted revenue was credited."""
-    return {
-        "type": "revenue_credited",
-        "at": at,
-        "cycle": cycle,
-        "amount": render_money(amount),
-        "source": source,
-    }
+@dataclass(frozen=True)
+class RevenueCredited(ActivityEvent):
+    """Trusted revenue was credited (`operation_id`: its ledger entry)."""
+
+    type: ClassVar[str] = "revenue_credited"
+    at: str
+    cycle: int
+    amount: Decimal
+    source: str
+    operation_id: str | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
 
-def mind_imported(
-    at: str, source_kind: str, source_id: str, imported: int, attributed: int, unchanged: int
-) -> Event:
+@dataclass(frozen=True)
+class MindImported(ActivityEvent):
     """An import was accepted."""
-    return {
-        "type": "mind_imported",
-        "at": at,
-        "source_kind": source_kind,
-        "source_id": source_id,
-        "imported": imported,
-        "attributed": attributed,
-        "unchanged": unchanged,
-    }
+
+    type: ClassVar[str] = "mind_imported"
+    at: str
+    source_kind: str
+    source_id: str
+    imported: int
+    attributed: int
+    unchanged: int
 
 
-def warning(at: str, cycle: int, message: str) -> Event:
-    """A tolerated problem."""
-    return {"type": "warning", "at": at, "cycle": cycle, "message": message}
+@dataclass(frozen=True)
+class Warned(ActivityEvent):
+    """A tolerated problem (type `warning`)."""
+
+    type: ClassVar[str] = "warning"
+    at: str
+    cycle: int
+    message: str
 
 
-def stopped(at: str, cycle: int, status: str) -> Event:
+@dataclass(frozen=True)
+class Stopped(ActivityEvent):
     """The runtime shut down."""
-    return {"type": "stopped", "at": at, "cycle": cycle, "status": status}
+
+    type: ClassVar[str] = "stopped"
+    at: str
+    cycle: int
+    status: str
 
 
-def child_funded(
-    at: str, cycle: int, operation_id: str, child_id: str, amount: Decimal, record: dict[str, str]
-) -> Event:
+@dataclass(frozen=True)
+class ChildFunded(ActivityEvent):
     """Funds moved from the parent to a new child (decision 17); `record` restores its record."""
-    return {
-        "type": "child_funded",
-        "at": at,
-        "cycle": cycle,
-        "operation_id": operation_id,
-        "child_id": child_id,
-        "amount": render_money(amount),
-        "record": record,
-    }
+
+    type: ClassVar[str] = "child_funded"
+    at: str
+    cycle: int
+    operation_id: str
+    child_id: str
+    amount: Decimal
+    record: dict[str, str]
 
 
-def child_refunded(at: str, cycle: int, operation_id: str, child_id: str, amount: Decimal) -> Event:
+@dataclass(frozen=True)
+class ChildRefunded(ActivityEvent):
     """Funds of a child that never started came back to the parent."""
-    return {
-        "type": "child_refunded",
-        "at": at,
-        "cycle": cycle,
-        "operation_id": operation_id,
-        "child_id": child_id,
-        "amount": render_money(amount),
-    }
+
+    type: ClassVar[str] = "child_refunded"
+    at: str
+    cycle: int
+    operation_id: str
+    child_id: str
+    amount: Decimal
 
 
-def sanctum_initialized(at: str, outcome: str, filled: list[str]) -> Event:
+@dataclass(frozen=True)
+class SanctumInitialized(ActivityEvent):
     """The sanctum was checked at boot: `created`, `finished` (files filled in) or `born`."""
-    return {"type": "sanctum_initialized", "at": at, "outcome": outcome, "filled": filled}
+
+    type: ClassVar[str] = "sanctum_initialized"
+    at: str
+    outcome: str
+    filled: list[str]
 
 
-def sanctum_written(at: str, cycle: int, path: str, size: int) -> Event:
+@dataclass(frozen=True)
+class SanctumWritten(ActivityEvent):
     """A sanctum tool wrote a file (sanctum-relative path, bytes written)."""
-    return {"type": "sanctum_written", "at": at, "cycle": cycle, "path": path, "bytes": size}
+
+    type: ClassVar[str] = "sanctum_written"
+    at: str
+    cycle: int
+    path: str
+    bytes: int
 
 
-def sanctum_merged(at: str, cycle: int, keep: str, drop: str) -> Event:
+@dataclass(frozen=True)
+class SanctumMerged(ActivityEvent):
     """Two sanctum files became one: `keep` holds the merged text, `drop` was removed."""
-    return {"type": "sanctum_merged", "at": at, "cycle": cycle, "keep": keep, "drop": drop}
+
+    type: ClassVar[str] = "sanctum_merged"
+    at: str
+    cycle: int
+    keep: str
+    drop: str
 
 
-def sanctum_tended(at: str, cycle: int, day: str, counts: dict[str, Any]) -> Event:
-    """The being stamped a tending pass; the counts the map showed."""
-    return {"type": "sanctum_tended", "at": at, "cycle": cycle, "date": day, "counts": counts}
+@dataclass(frozen=True)
+class SanctumTended(ActivityEvent):
+    """The being stamped a tending pass (`date`); the counts the map showed."""
+
+    type: ClassVar[str] = "sanctum_tended"
+    at: str
+    cycle: int
+    date: str
+    counts: dict[str, Any]
 
 
-def session_note_auto(at: str, cycle: int, path: str) -> Event:
+@dataclass(frozen=True)
+class SessionNoteAuto(ActivityEvent):
     """The runtime wrote a session note for a cycle that ended without one."""
-    return {"type": "session_note_auto", "at": at, "cycle": cycle, "path": path}
+
+    type: ClassVar[str] = "session_note_auto"
+    at: str
+    cycle: int
+    path: str
 
 
-def pulse_started(at: str, cycle: int, max_rounds: int, max_cost: Decimal) -> Event:
+@dataclass(frozen=True)
+class PulseStarted(ActivityEvent):
     """A pulse (a scheduled quiet cycle) begins; `cycle` is the cycle it will live."""
-    return {
-        "type": "pulse_started",
-        "at": at,
-        "cycle": cycle,
-        "max_rounds": max_rounds,
-        "max_cost": render_money(max_cost),
-    }
+
+    type: ClassVar[str] = "pulse_started"
+    at: str
+    cycle: int
+    max_rounds: int
+    max_cost: Decimal
 
 
-def pulse_finished(at: str, cycle: int, status: str, cost: Decimal) -> Event:
+@dataclass(frozen=True)
+class PulseFinished(ActivityEvent):
     """A pulse ended: its cycle status, or `cost_cap` / `round_cap`, and what it cost."""
-    return {
-        "type": "pulse_finished",
-        "at": at,
-        "cycle": cycle,
-        "status": status,
-        "cost": render_money(cost),
-    }
+
+    type: ClassVar[str] = "pulse_finished"
+    at: str
+    cycle: int
+    status: str
+    cost: Decimal
 
 
-def journal_entry_added(
-    at: str, cycle: int, entry_id: str, mood: str | None, redacted: bool
-) -> Event:
+@dataclass(frozen=True)
+class JournalEntryAdded(ActivityEvent):
     """A private journal entry was stored (its text never appears here)."""
-    return {
-        "type": "journal_entry_added",
-        "at": at,
-        "cycle": cycle,
-        "id": entry_id,
-        "mood": mood,
-        "redacted": redacted,
-    }
+
+    type: ClassVar[str] = "journal_entry_added"
+    at: str
+    cycle: int
+    id: str
+    mood: str | None
+    redacted: bool
 
 
-def journal_recalled(at: str, cycle: int, k: int, ids: list[str]) -> Event:
+@dataclass(frozen=True)
+class JournalRecalled(ActivityEvent):
     """The being recalled journal entries: how many it asked for and which it got."""
-    return {"type": "journal_recalled", "at": at, "cycle": cycle, "k": k, "ids": ids}
+
+    type: ClassVar[str] = "journal_recalled"
+    at: str
+    cycle: int
+    k: int
+    ids: list[str]
 
 
-def journal_promoted(at: str, cycle: int, entry_id: str, target: str, ref: str) -> Event:
+@dataclass(frozen=True)
+class JournalPromoted(ActivityEvent):
     """A summary of a journal entry went public under `ref`."""
-    return {
-        "type": "journal_promoted",
-        "at": at,
-        "cycle": cycle,
-        "id": entry_id,
-        "target": target,
-        "ref": ref,
-    }
+
+    type: ClassVar[str] = "journal_promoted"
+    at: str
+    cycle: int
+    id: str
+    target: str
+    ref: str
 
 
-def journal_purged(at: str, cycle: int, count: int) -> Event:
+@dataclass(frozen=True)
+class JournalPurged(ActivityEvent):
     """Entries older than the retention window were deleted."""
-    return {"type": "journal_purged", "at": at, "cycle": cycle, "count": count}
+
+    type: ClassVar[str] = "journal_purged"
+    at: str
+    cycle: int
+    count: int
 
 
-def journal_recovered(
-    at: str,
-    cycle: int,
-    reason: str,
-    set_aside: str | None,
-    kept: int,
-    lost: int,
-    unreachable: bool,
-) -> Event:
+@dataclass(frozen=True)
+class JournalRecovered(ActivityEvent):
     """The journal could not be read as it was: what was set aside, kept and lost (no text).
 
     `reason` is `key_lost` (a fresh journal starts; the old one is crypto-shredded),
     `foreign` (the database belonged to another journal) or `damaged` (salvaged).
     """
-    return {
-        "type": "journal_recovered",
-        "at": at,
-        "cycle": cycle,
-        "reason": reason,
-        "set_aside": set_aside,
-        "kept": kept,
-        "lost": lost,
-        "unreachable": unreachable,
-    }
+
+    type: ClassVar[str] = "journal_recovered"
+    at: str
+    cycle: int
+    reason: str
+    set_aside: str | None
+    kept: int
+    lost: int
+    unreachable: bool
 
 
-def cycle_finished(at: str, cycle: int, status: str) -> Event:
+@dataclass(frozen=True)
+class CycleFinished(ActivityEvent):
     """A cycle ended: `completed`, `tool_round_limit`, `budget_exhausted` or `cancelled`."""
-    return {"type": "cycle_finished", "at": at, "cycle": cycle, "status": status}
+
+    type: ClassVar[str] = "cycle_finished"
+    at: str
+    cycle: int
+    status: str
 
 
-def operator_message(at: str, cycle: int, request_id: str, size: int) -> Event:
-    """An operator's message reached the being in this cycle (its text is in the conversation)."""
-    return {
-        "type": "operator_message",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "bytes": size,
-    }
+@dataclass(frozen=True)
+class OperatorMessage(ActivityEvent):
+    """An operator's message reached the being in this cycle (its text is in the
+    conversation; `bytes`, its size)."""
+
+    type: ClassVar[str] = "operator_message"
+    at: str
+    cycle: int
+    request_id: str
+    bytes: int
 
 
-def operator_paused(at: str, cycle: int, request_id: str, effect: str) -> Event:
+@dataclass(frozen=True)
+class OperatorPaused(ActivityEvent):
     """The operator paused the being (`effect`: `paused` or `already paused`)."""
-    return {
-        "type": "operator_paused",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "effect": effect,
-    }
+
+    type: ClassVar[str] = "operator_paused"
+    at: str
+    cycle: int
+    request_id: str
+    effect: str
 
 
-def operator_resumed(at: str, cycle: int, request_id: str, effect: str) -> Event:
+@dataclass(frozen=True)
+class OperatorResumed(ActivityEvent):
     """The operator resumed the being (`effect`: `resumed` or `was not paused`)."""
-    return {
-        "type": "operator_resumed",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "effect": effect,
-    }
+
+    type: ClassVar[str] = "operator_resumed"
+    at: str
+    cycle: int
+    request_id: str
+    effect: str
 
 
-def operator_stopped(at: str, cycle: int, request_id: str, effect: str) -> Event:
+@dataclass(frozen=True)
+class OperatorStopped(ActivityEvent):
     """The operator stopped the being (`effect`: `stopping`, or why it was ignored)."""
-    return {
-        "type": "operator_stopped",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "effect": effect,
-    }
+
+    type: ClassVar[str] = "operator_stopped"
+    at: str
+    cycle: int
+    request_id: str
+    effect: str
 
 
-def operator_credited(
-    at: str, cycle: int, operation_id: str, request_id: str, amount: Decimal, note: str
-) -> Event:
+@dataclass(frozen=True)
+class OperatorCredited(ActivityEvent):
     """The operator added funds: a trusted ledger entry that is never revenue."""
-    return {
-        "type": "operator_credited",
-        "at": at,
-        "cycle": cycle,
-        "amount": render_money(amount),
-        "operation_id": operation_id,
-        "request_id": request_id,
-        "note": note,
-    }
+
+    type: ClassVar[str] = "operator_credited"
+    at: str
+    cycle: int
+    amount: Decimal
+    operation_id: str
+    request_id: str
+    note: str
 
 
-def operator_sanctum_written(
-    at: str, cycle: int, request_id: str, path: str, size: int, before: str | None, after: str
-) -> Event:
+@dataclass(frozen=True)
+class OperatorSanctumWritten(ActivityEvent):
     """The operator wrote a sanctum file: its path, size and SHA-256 before and after."""
-    return {
-        "type": "operator_sanctum_written",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "path": path,
-        "bytes": size,
-        "sha256_before": before,
-        "sha256_after": after,
-    }
+
+    type: ClassVar[str] = "operator_sanctum_written"
+    at: str
+    cycle: int
+    request_id: str
+    path: str
+    bytes: int
+    sha256_before: str | None
+    sha256_after: str
 
 
-def operator_request_refused(at: str, cycle: int, request_id: str, kind: str, reason: str) -> Event:
+@dataclass(frozen=True)
+class OperatorRequestRefused(ActivityEvent):
     """An operator request could not be applied; nothing changed."""
-    return {
-        "type": "operator_request_refused",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "kind": kind,
-        "reason": reason,
-    }
+
+    type: ClassVar[str] = "operator_request_refused"
+    at: str
+    cycle: int
+    request_id: str
+    kind: str
+    reason: str
 
 
-def self_edit_proposed(at: str, cycle: int, proposal_id: str, tool: str, text: str) -> Event:
+@dataclass(frozen=True)
+class SelfEditProposed(ActivityEvent):
     """Under review, the being proposed a change to its prompt, rules or learnings."""
-    return {
-        "type": "self_edit_proposed",
-        "at": at,
-        "cycle": cycle,
-        "proposal_id": proposal_id,
-        "tool": tool,
-        "text": text,
-    }
+
+    type: ClassVar[str] = "self_edit_proposed"
+    at: str
+    cycle: int
+    proposal_id: str
+    tool: str
+    text: str
 
 
-def self_edit_decided(
-    at: str, cycle: int, request_id: str, proposal_id: str, decision: str
-) -> Event:
+@dataclass(frozen=True)
+class SelfEditDecided(ActivityEvent):
     """The operator approved (applied) or refused a proposed self-edit."""
-    return {
-        "type": "self_edit_decided",
-        "at": at,
-        "cycle": cycle,
-        "request_id": request_id,
-        "proposal_id": proposal_id,
-        "decision": decision,
-    }
+
+    type: ClassVar[str] = "self_edit_decided"
+    at: str
+    cycle: int
+    request_id: str
+    proposal_id: str
+    decision: str
+
+
+RECORDS: dict[str, type[ActivityEvent]] = {
+    kind.type: kind
+    for kind in (
+        Started,
+        CycleStarted,
+        ModelCompleted,
+        CostReserved,
+        CostReleased,
+        CostDebited,
+        ToolFinished,
+        OutputBounded,
+        RevenueCredited,
+        MindImported,
+        Warned,
+        Stopped,
+        ChildFunded,
+        ChildRefunded,
+        SanctumInitialized,
+        SanctumWritten,
+        SanctumMerged,
+        SanctumTended,
+        SessionNoteAuto,
+        PulseStarted,
+        PulseFinished,
+        JournalEntryAdded,
+        JournalRecalled,
+        JournalPromoted,
+        JournalPurged,
+        JournalRecovered,
+        CycleFinished,
+        OperatorMessage,
+        OperatorPaused,
+        OperatorResumed,
+        OperatorStopped,
+        OperatorCredited,
+        OperatorSanctumWritten,
+        OperatorRequestRefused,
+        SelfEditProposed,
+        SelfEditDecided,
+    )
+}
+"""Each event type's record, by its `type`."""

@@ -104,7 +104,7 @@ class JournalExtension(Extension):
         being = self.being
         notices = journal.store.notices
         while notices:
-            being.journal(events.warning(being.now(), being.state.cycle, notices.pop(0)))
+            being.journal(events.Warned(being.now(), being.state.cycle, notices.pop(0)))
         while journal.recoveries:
             done = journal.recoveries.pop(0)
             message = RECOVERY_WARNINGS[done.reason].format(
@@ -112,7 +112,7 @@ class JournalExtension(Extension):
             )
             log.warning("%s", message)
             being.journal(
-                events.journal_recovered(
+                events.JournalRecovered(
                     being.now(),
                     being.state.cycle,
                     done.reason,
@@ -167,7 +167,7 @@ class JournalExtension(Extension):
         count = journal.purge()
         if count:
             being = self.being
-            being.journal(events.journal_purged(being.now(), being.state.cycle, count))
+            being.journal(events.JournalPurged(being.now(), being.state.cycle, count))
         return count
 
     def _purge_tolerantly(self) -> None:
@@ -175,7 +175,7 @@ class JournalExtension(Extension):
             self.purge()
         except JournalError as error:
             being = self.being
-            being.journal(events.warning(being.now(), being.state.cycle, str(error)))
+            being.journal(events.Warned(being.now(), being.state.cycle, str(error)))
 
     async def at_boot(self) -> None:
         """Warn of the hashing fallback or a changed model file; salvage a damaged file;
@@ -188,7 +188,7 @@ class JournalExtension(Extension):
             warning = f"{error}; until then journal writes and recalls fail"
         if warning is not None:
             log.warning("%s", warning)
-            self.being.journal(events.warning(self.being.now(), self.being.state.cycle, warning))
+            self.being.journal(events.Warned(self.being.now(), self.being.state.cycle, warning))
         waiting, model = 0, ""
         try:
             journal = self.journal(create=False)
@@ -198,13 +198,13 @@ class JournalExtension(Extension):
                 waiting, model = journal.pending_embeddings(), journal.embedder.name
         except JournalError as error:
             being = self.being
-            being.journal(events.warning(being.now(), being.state.cycle, str(error)))
+            being.journal(events.Warned(being.now(), being.state.cycle, str(error)))
         if waiting:
             notice = WAITING_FOR_VECTORS.format(
                 count=waiting, model=model, per_cycle=EMBED_PER_CYCLE
             )
             log.warning("%s", notice)
-            self.being.journal(events.warning(self.being.now(), self.being.state.cycle, notice))
+            self.being.journal(events.Warned(self.being.now(), self.being.state.cycle, notice))
         self._purge_tolerantly()
 
     async def before_cycle(self) -> None:

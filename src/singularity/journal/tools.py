@@ -65,7 +65,7 @@ class JournalTools:
     boundary: OutputBoundary
     settle: Callable[[], None]
 
-    def emit(self, event: dict[str, Any]) -> None:
+    def emit(self, event: events.ActivityEvent) -> None:
         """Journal an event (ids and counts only, never journal text)."""
         self.being.journal(event)
 
@@ -141,7 +141,7 @@ async def write(
     finally:
         tools.settle()
     tools.emit(
-        events.journal_entry_added(
+        events.JournalEntryAdded(
             being.now(), being.state.cycle, written.entry_id, mood, written.redacted
         )
     )
@@ -181,7 +181,7 @@ async def recall(
     finally:
         tools.settle()
     tools.emit(
-        events.journal_recalled(being.now(), being.state.cycle, k, [hit.entry_id for hit in found])
+        events.JournalRecalled(being.now(), being.state.cycle, k, [hit.entry_id for hit in found])
     )
     entries, left_out = bounded_entries(found, tools.boundary)
     result: dict[str, Any] = {"entries": entries, "unreadable": failed}
@@ -246,7 +246,7 @@ async def promote(
         journal.mark_promoted(row, ref)
     except JournalError as error:
         return Outcome.failed("journal_unavailable", error.message)
-    tools.emit(events.journal_promoted(now, being.state.cycle, entry_id, target, ref))
+    tools.emit(events.JournalPromoted(now, being.state.cycle, entry_id, target, ref))
     return Outcome.success({"entry_id": entry_id, "target": target, "ref": ref})
 
 

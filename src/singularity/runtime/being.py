@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
+from singularity.domain.events import ActivityEvent, encode
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
@@ -80,14 +81,14 @@ class LiveBeing:
         """The current time, rendered."""
         return now_text(self.clock)
 
-    def journal(self, event: Event) -> None:
+    def journal(self, record: ActivityEvent) -> None:
         """Add an event to the step in progress, then tell the listeners.
 
         The event is durable with the step, at the next `save`.
         """
         if self.broken:
             raise FatalIoError("the being failed earlier; its journal is not written again")
-        event = self.scrubber.withheld(event)
+        event = self.scrubber.withheld(encode(record))
         self.pending.append(event)
         self._tell(event)
 

@@ -301,7 +301,7 @@ def _fund_and_start(parent: Parent, dir_fd: int, child: ChildStart, amount: Deci
         status="running",
     )
     being.journal(
-        events.child_funded(
+        events.ChildFunded(
             being.now(), being.state.cycle, operation, child.child_id, amount, record.model_dump()
         )
     )
@@ -346,7 +346,7 @@ def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:
     _forget_secrets(dir_fd)
     operation = ledger.new_operation_id()
     being.journal(
-        events.child_refunded(being.now(), being.state.cycle, operation, child_id, grant.amount)
+        events.ChildRefunded(being.now(), being.state.cycle, operation, child_id, grant.amount)
     )
     ledger.apply_funding(being.state.budget, operation, grant.amount.copy_negate())
     return True

@@ -209,17 +209,22 @@ def _pay(
     being, cycle = life.being, life.being.state.cycle
     usage = completion.usage
     if usage is None:
-        being.journal(events.model_completed(being.now(), cycle, 0, 0, completion.model))
+        being.journal(
+            events.ModelCompleted(being.now(), cycle, events.Usage(0, 0), completion.model)
+        )
         # The tokens are unknown: the worst case is paid, no token count is made up.
         charged = ledger.charge_reservation(being, operation, reservation.charge)
         being.journal(
-            events.warning(being.now(), cycle, USAGE_MISSING.format(render_money(charged.total)))
+            events.Warned(being.now(), cycle, USAGE_MISSING.format(render_money(charged.total)))
         )
         return
     life.meter.measured(reservation.texts, usage.prompt_tokens)
     being.journal(
-        events.model_completed(
-            being.now(), cycle, usage.prompt_tokens, usage.completion_tokens, completion.model
+        events.ModelCompleted(
+            being.now(),
+            cycle,
+            events.Usage(usage.prompt_tokens, usage.completion_tokens),
+            completion.model,
         )
     )
     charge = ledger.price(life.prices, usage.prompt_tokens, usage.completion_tokens, elapsed_ns)
@@ -245,7 +250,7 @@ async def live_cycle(life: Life) -> CycleReport:
     for extension in life.extensions:
         await extension.before_cycle()
     state.cycle += 1
-    being.journal(events.cycle_started(being.now(), state.cycle))
+    being.journal(events.CycleStarted(being.now(), state.cycle))
     opening = opening_messages(life, state.cycle) + life.inbox(state.cycle)
     state.conversation.extend(opening)
     being.save()
@@ -296,7 +301,7 @@ async def live_cycle(life: Life) -> CycleReport:
             notices.model_answered(being.now(), state.cycle, completion.model, completion.content)
         )
         if completion.truncated:
-            being.journal(events.warning(being.now(), state.cycle, _truncated(life, calls)))
+            being.journal(events.Warned(being.now(), state.cycle, _truncated(life, calls)))
         being.save()  # the completion, its debit and the answer, before any tool runs
         if not calls:
             return life.report("completed", actions, completion.content)
@@ -308,6 +313,6 @@ async def live_cycle(life: Life) -> CycleReport:
                 return life.report("cancelled", actions, None)
             await execute_tool_call(being, life.catalogue, call)
             actions.append(call["function"]["name"])
-    being.journal(events.warning(being.now(), state.cycle, ROUND_LIMIT_WARNING))
+    being.journal(events.Warned(being.now(), state.cycle, ROUND_LIMIT_WARNING))
     being.save()
     return life.report("tool_round_limit", actions, None)

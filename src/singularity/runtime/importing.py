@@ -43,7 +43,7 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
         now = now_text(clock)
         report = merge(state, document, now)
         if report.accepted:
-            imported = events.mind_imported(
+            imported = events.MindImported(
                 now,
                 report.source_kind,
                 report.source_id,
@@ -51,7 +51,7 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
                 report.attributed,
                 report.unchanged,
             )
-            store.commit(state, [imported])
+            store.commit(state, [events.encode(imported)])
             store.checkpoint(state)
     finally:
         store.close()

@@ -160,7 +160,7 @@ def can_cover(budget: Budget, reservation: Charge) -> bool:
 def reserve(being: LiveBeing, operation_id: str, reservation: Charge) -> None:
     """Journal the reservation before the call is made."""
     being.journal(
-        events.cost_reserved(
+        events.CostReserved(
             being.now(), being.state.cycle, operation_id, reservation.api, reservation.instance
         )
     )
@@ -168,7 +168,7 @@ def reserve(being: LiveBeing, operation_id: str, reservation: Charge) -> None:
 
 def release(being: LiveBeing, operation_id: str) -> None:
     """Journal that a reserved call failed and costs nothing."""
-    being.journal(events.cost_released(being.now(), being.state.cycle, operation_id))
+    being.journal(events.CostReleased(being.now(), being.state.cycle, operation_id))
 
 
 def capped(budget: Budget, charge: Charge) -> Charge:
@@ -192,7 +192,7 @@ def debit(being: LiveBeing, operation_id: str, charge: Charge) -> Charge:
     """Journal and apply the actual cost of a completed call; returns what was charged."""
     charged = capped(being.state.budget, charge)
     being.journal(
-        events.cost_debited(
+        events.CostDebited(
             being.now(),
             being.state.cycle,
             operation_id,
@@ -242,7 +242,7 @@ def credit(being: LiveBeing, amount: Decimal, source: str) -> Decimal | None:
         return None
     if amount > credit_room(being.state.budget):
         being.journal(
-            events.warning(
+            events.Warned(
                 being.now(),
                 being.state.cycle,
                 f"revenue from {source} not credited: the balance must stay {RANGE_TEXT}",
@@ -250,9 +250,7 @@ def credit(being: LiveBeing, amount: Decimal, source: str) -> Decimal | None:
         )
         return None
     operation = new_operation_id()
-    event = events.revenue_credited(being.now(), being.state.cycle, amount, source)
-    event["operation_id"] = operation
-    being.journal(event)
+    being.journal(events.RevenueCredited(being.now(), being.state.cycle, amount, source, operation))
     apply_credit(being.state.budget, operation, amount)
     return amount
 
@@ -279,7 +277,16 @@ def operator_credit(being: LiveBeing, amount: Decimal, request_id: str, note: st
         raise StateError(f"an operator credit must keep the balance {RANGE_TEXT}")
     operation = new_operation_id()
     cycle = being.state.cycle
-    being.journal(events.operator_credited(being.now(), cycle, operation, request_id, amount, note))
+    being.journal(
+        events.OperatorCredited(
+            being.now(),
+            cycle,
+            amount=amount,
+            operation_id=operation,
+            request_id=request_id,
+            note=note,
+        )
+    )
     apply_operator_credit(being.state.budget, operation, amount)
     return amount
 

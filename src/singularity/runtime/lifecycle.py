@@ -64,7 +64,7 @@ LOGS_DIR = "logs"
 def journal_import(being: LiveBeing, report: ImportReport) -> None:
     """Journal an accepted import (`mind_imported`)."""
     being.journal(
-        events.mind_imported(
+        events.MindImported(
             being.now(),
             report.source_kind,
             report.source_id,
@@ -233,7 +233,7 @@ class Runtime:
                 log_dir=os.path.join(settings.state_dir, LOGS_DIR),
             )
             skills.on_warning(
-                lambda text: being.journal(events.warning(being.now(), being.state.cycle, text))
+                lambda text: being.journal(events.Warned(being.now(), being.state.cycle, text))
             )
             toolsets: list[Toolset] = list(skills.toolsets)
             toolsets += list(extra_toolsets(being)) if extra_toolsets else []
@@ -284,7 +284,7 @@ class Runtime:
         runtime.withholding = withholding
         state.status = "running"
         try:
-            being.journal(events.started(being.now()))
+            being.journal(events.Started(being.now()))
             if report is not None:
                 journal_import(being, report)
             being.save()
@@ -328,7 +328,7 @@ class Runtime:
             report = await live_cycle(life or self.life)
             being = self.being
             if report.cycle > cycle_before:
-                being.journal(events.cycle_finished(being.now(), report.cycle, report.status))
+                being.journal(events.CycleFinished(being.now(), report.cycle, report.status))
             for extension in self.life.extensions:
                 await extension.after_cycle(report)
             if being.pending:
@@ -444,7 +444,7 @@ class Runtime:
         """Journal a tolerated failure (shown once, by whoever watches the journal)."""
         being = self.being
         self.failures += 1
-        being.journal(events.warning(being.now(), being.state.cycle, str(error)))
+        being.journal(events.Warned(being.now(), being.state.cycle, str(error)))
         being.save()
 
     async def sleep(self, seconds: float) -> None:
@@ -478,7 +478,7 @@ class Runtime:
         try:
             for operation, reserved in self.reservations.pending():
                 ledger.charge_reservation(being, operation, reserved)
-                being.journal(events.warning(being.now(), state.cycle, IN_FLIGHT_CHARGED))
+                being.journal(events.Warned(being.now(), state.cycle, IN_FLIGHT_CHARGED))
             answer_open_calls(being)
             if self.failure is not None:
                 state.status = "failed"
@@ -486,7 +486,7 @@ class Runtime:
                 state.status = "stopped"
             else:
                 state.status = "exhausted"
-            being.journal(events.stopped(being.now(), state.cycle, state.status))
+            being.journal(events.Stopped(being.now(), state.cycle, state.status))
             being.checkpoint()
         except SingularityError as error:
             log.error("could not save before exiting: %s", error)
@@ -517,7 +517,7 @@ class Runtime:
                     state.status = "failed"
                 else:
                     state.status = "stopped" if solvent else "exhausted"
-                being.journal(events.stopped(being.now(), state.cycle, state.status))
+                being.journal(events.Stopped(being.now(), state.cycle, state.status))
                 being.checkpoint()
         finally:
             try:

@@ -40,9 +40,9 @@ from singularity.tools.self_tools import apply_self_edit
 log = logging.getLogger(__name__)
 OPENING_KINDS = ("message", "review")
 CONTROL_EVENTS = {
-    "pause": events.operator_paused,
-    "resume": events.operator_resumed,
-    "stop": events.operator_stopped,
+    "pause": events.OperatorPaused,
+    "resume": events.OperatorResumed,
+    "stop": events.OperatorStopped,
 }
 APPLIED_EVENTS = (
     "operator_paused",
@@ -192,7 +192,7 @@ class OperatorDesk:
         being = self.being
         proposal_id = str(uuid.uuid4())
         being.journal(
-            events.self_edit_proposed(being.now(), being.state.cycle, proposal_id, tool, text)
+            events.SelfEditProposed(being.now(), being.state.cycle, proposal_id, tool, text)
         )
         return proposal_id
 
@@ -252,7 +252,7 @@ class OperatorDesk:
         text = request.text or ""
         being = self.being
         being.journal(
-            events.operator_message(being.now(), cycle, request.id, len(text.encode("utf-8")))
+            events.OperatorMessage(being.now(), cycle, request.id, len(text.encode("utf-8")))
         )
         message: ChatMessage = operator_message(text)  # type: ignore[assignment]
         return message
@@ -264,9 +264,7 @@ class OperatorDesk:
             self._refuse(request, "no such pending self-edit (decided already, or unknown)")
             return None
         decision = "approved" if request.decision == "approve" else "refused"
-        being.journal(
-            events.self_edit_decided(being.now(), cycle, request.id, proposal.id, decision)
-        )
+        being.journal(events.SelfEditDecided(being.now(), cycle, request.id, proposal.id, decision))
         if decision == "approved":
             apply_self_edit(being.state.mind, proposal.tool, proposal.text)
         what = EDIT_NAMES.get(proposal.tool, proposal.tool)
@@ -327,7 +325,7 @@ class OperatorDesk:
             return
         being = self.being
         being.journal(
-            events.operator_sanctum_written(
+            events.OperatorSanctumWritten(
                 being.now(),
                 being.state.cycle,
                 request.id,
@@ -343,7 +341,7 @@ class OperatorDesk:
         being = self.being
         log.warning("operator request %s refused: %s", request.id, reason)
         being.journal(
-            events.operator_request_refused(
+            events.OperatorRequestRefused(
                 being.now(), being.state.cycle, request.id, request.kind, reason
             )
         )
@@ -352,4 +350,4 @@ class OperatorDesk:
         being = self.being
         reason = f"unreadable inbox file {posted.name}: {posted.error}"
         log.warning("%s", reason)
-        being.journal(events.warning(being.now(), being.state.cycle, reason))
+        being.journal(events.Warned(being.now(), being.state.cycle, reason))

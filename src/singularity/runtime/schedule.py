@@ -236,7 +236,7 @@ async def live_pulse(living: Living) -> PulseReport:
         may_spend=cap,
     )
     being.journal(
-        events.pulse_started(being.now(), being.state.cycle + 1, limits.max_rounds, limits.max_cost)
+        events.PulseStarted(being.now(), being.state.cycle + 1, limits.max_rounds, limits.max_cost)
     )
     sanctum.with_pulse(limits)
     status = "failed"
@@ -251,6 +251,6 @@ async def live_pulse(living: Living) -> PulseReport:
     finally:
         sanctum.with_pulse(None)
         cost = sub(_spent(being), cap.before)
-        being.journal(events.pulse_finished(being.now(), being.state.cycle, status, cost))
+        being.journal(events.PulseFinished(being.now(), being.state.cycle, status, cost))
         being.save()
     return PulseReport(status, being.state.cycle, render_money(cost), report=report)

@@ -58,7 +58,7 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
         log.warning("output of %s rejected by the boundary: %s", name, message.rejection)
     if message.rejection is not None or message.redactions:
         being.journal(
-            events.output_bounded(
+            events.OutputBounded(
                 at, state.cycle, name, boundary.mode, message.rejection, dict(message.redactions)
             )
         )
@@ -67,14 +67,14 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
         saved = private_message(call["id"], name, message)
         being.conceal(saved, message.message)
     state.conversation.append(saved)
-    being.journal(events.tool_finished(at, state.cycle, name, outcome.status.value))
+    being.journal(events.ToolFinished(at, state.cycle, name, outcome.status.value))
     being.announce(
         notices.tool_answered(at, state.cycle, name, message.seen_status, str(saved["content"]))
     )
     found = find_revenue(name, outcome.content)
     for key in dict.fromkeys(found.out_of_range):
         refusal = f"{name} reported a {key} outside the money range ({RANGE_TEXT}); not credited"
-        being.journal(events.warning(at, state.cycle, refusal))
+        being.journal(events.Warned(at, state.cycle, refusal))
     if found.amount is not None:
         ledger.credit(being, found.amount, name)
     being.save()
@@ -135,7 +135,7 @@ def answer_open_calls(being: LiveBeing) -> int:
         state.record_action(
             ActionRecord(cycle=state.cycle, tool=name, status="indeterminate", at=at)
         )
-        being.journal(events.tool_finished(at, state.cycle, name, "indeterminate"))
+        being.journal(events.ToolFinished(at, state.cycle, name, "indeterminate"))
         conversation.append(_answer(open_calls[0], INTERRUPTED_CONTENT))
         conversation.extend(_answer(call, CANCELLED_CONTENT) for call in open_calls[1:])
     return answered

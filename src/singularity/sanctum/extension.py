@@ -99,7 +99,7 @@ class Host(Protocol):
     def clock(self) -> Clock: ...
     @property
     def listeners(self) -> list[Callable[[Event], None]]: ...
-    def journal(self, event: Event) -> None: ...
+    def journal(self, record: events.ActivityEvent) -> None: ...
     def now(self) -> str: ...
 
 
@@ -254,13 +254,13 @@ class SanctumCore:
             return
         self.store = store
         self.failure = None
-        self.host.journal(events.sanctum_initialized(self.host.now(), birth.outcome, birth.filled))
+        self.host.journal(events.SanctumInitialized(self.host.now(), birth.outcome, birth.filled))
         self.invalidate()
 
     def _unavailable(self, reason: str) -> None:
         self.failure = reason
         log.warning("sanctum unavailable: %s", reason)
-        self.host.journal(events.warning(self.host.now(), self.host.state.cycle, reason))
+        self.host.journal(events.Warned(self.host.now(), self.host.state.cycle, reason))
 
     def close(self) -> None:
         """Close the sanctum's root descriptor."""
@@ -284,7 +284,7 @@ class SanctumCore:
                 log.warning("cannot write the session note of cycle %d: %s", digest.cycle, refusal)
                 continue
             path = f"{MEMORY}/{SESSIONS}/{name}"
-            self.host.journal(events.session_note_auto(self.host.now(), digest.cycle, path))
+            self.host.journal(events.SessionNoteAuto(self.host.now(), digest.cycle, path))
             self.notes.settled(digest.cycle)
             self.invalidate()
 
@@ -367,11 +367,11 @@ class SanctumCore:
         host = self.host
         cycle = host.state.cycle
         for path, size in done.written:
-            host.journal(events.sanctum_written(host.now(), cycle, path, size))
+            host.journal(events.SanctumWritten(host.now(), cycle, path, size))
         if done.merged is not None:
-            host.journal(events.sanctum_merged(host.now(), cycle, *done.merged))
+            host.journal(events.SanctumMerged(host.now(), cycle, *done.merged))
         if done.tended is not None:
-            host.journal(events.sanctum_tended(host.now(), cycle, *done.tended))
+            host.journal(events.SanctumTended(host.now(), cycle, *done.tended))
         if done.written or done.merged or done.tended:
             self.invalidate()
 

@@ -5,8 +5,9 @@ prompt sections and work at cycle boundaries, without the cycle knowing them by 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from singularity.domain.events import ActivityEvent
 from singularity.domain.state import AgentState
 from singularity.tools.base import Toolset
 
@@ -21,8 +22,8 @@ class BeingHandle(Protocol):
         """The current time, rendered."""
         ...
 
-    def journal(self, event: dict[str, Any]) -> None:
-        """Append an event to the activity journal, durably."""
+    def journal(self, record: ActivityEvent) -> None:
+        """Append an event to the activity journal, durable with the next save."""
         ...
 
     def save(self) -> None:
