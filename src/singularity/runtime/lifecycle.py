@@ -113,20 +113,21 @@ class OpenReservations:
     It follows the journal as a listener: at most one model call is in flight at a time.
     """
 
-    open: dict[str, Event] = field(default_factory=dict)
+    open: dict[str, events.CostReserved] = field(default_factory=dict)
 
     def __call__(self, event: Event) -> None:
-        kind, operation = event.get("type"), event.get("operation_id")
-        if not isinstance(operation, str):
-            return
-        if kind == "cost_reserved":
-            self.open[operation] = event
-        elif kind in ("cost_debited", "cost_released"):
-            self.open.pop(operation, None)
+        record = events.decode(event)
+        if isinstance(record, events.CostReserved):
+            self.open[record.operation_id] = record
+        elif isinstance(record, (events.CostDebited, events.CostReleased)):
+            self.open.pop(record.operation_id, None)
 
     def pending(self) -> list[tuple[str, ledger.Charge]]:
         """Each open reservation's operation and its reserved charge."""
-        return [(operation, ledger.charge_of(event)) for operation, event in self.open.items()]
+        return [
+            (operation, ledger.Charge(reserved.api, reserved.instance))
+            for operation, reserved in self.open.items()
+        ]
 
 
 @dataclass
