@@ -34,8 +34,8 @@ from singularity.sanctum.entries import SanctumEntry
 from singularity.store.base import Event
 from singularity.store.postgres.sanctum import add_versions
 from singularity.store.postgres.store import Batch, PostgresStore, connect
-from tests.support.children_gateway import FamilyGateway
-from tests.support.console import Console, chromium
+from tests.support.children_gateway import no_plan
+from tests.support.console import Console, ConsoleGateway, chromium
 from tests.support.living import Process, wait_until
 from tests.support.loop_http import Result, cli_args
 from tests.support.polling import wait_for
@@ -231,10 +231,10 @@ def test_the_fleet_stream_follows_a_step_committed_meanwhile(
                 break  # the table shows Ada's third cycle
 
 
-def test_a_being_living_in_the_store_is_followed_until_it_stops(
+def test_a_being_living_in_the_store_is_followed_talked_to_and_stopped(
     tmp_path: Path, fleet: Fleet, consoles: Callable[..., Console]
 ) -> None:
-    with FamilyGateway() as gateway:
+    with ConsoleGateway(no_plan) as gateway:
         flags = [
             *cli_args(tmp_path, gateway, "--cycle-interval-secs", "0.2"),
             *("--state-url", fleet.url, "--agent-id", "cleo"),
@@ -242,7 +242,8 @@ def test_a_being_living_in_the_store_is_followed_until_it_stops(
         ]
         cleo = Process(["run", *flags], tmp_path, tmp_path / "cleo.txt")
         try:
-            with httpx.Client(base_url=consoles(fleet.url).url) as client:
+            url = consoles(fleet.url).url
+            with httpx.Client(base_url=url) as client:
 
                 def row() -> list[str]:
                     page = client.get("/").text
@@ -254,11 +255,51 @@ def test_a_being_living_in_the_store_is_followed_until_it_stops(
 
                 wait_until(living, "Cleo's second cycle in the fleet", cleo)
                 assert row()[-1] == "●"
+                page = client.get("/b/cleo")
+                assert OUT_OF_REACH not in page.text and 'id="chat-send"' in page.text
+                token = re.search(r'"x-csrf-token": "([0-9a-f]{64})"', page.text)
+                assert token is not None
+                own = {"Origin": url, "X-CSRF-Token": token.group(1)}
+                said = client.post("/b/cleo/say", data={"text": "hello Cleo"}, headers=own)
+                assert said.status_code == 200 and "Sent: message of 10 bytes" in said.text
+                credited = client.post("/b/cleo/topup", data={"amount": "5"}, headers=own)
+                assert credited.status_code == 200, credited.text
+                wait_until(
+                    lambda: "Heard you: hello Cleo" in client.get("/b/cleo").text,
+                    "Cleo's reply on her page",
+                    cleo,
+                )
+                wait_until(
+                    lambda: "Operator credits</th><td>5 USD" in client.get("/b/cleo").text,
+                    "the top-up in Cleo's budget",
+                    cleo,
+                )
                 cleo.process.send_signal(signal.SIGTERM)
                 assert cleo.wait() == 0, cleo.stderr()
                 wait_until(lambda: row()[3] == "stopped" and row()[-1] == "○", "Cleo stopped")
+                stop = client.post("/b/cleo/control", data={"action": "stop"}, headers=own)
+                assert "the being is not running; there is nothing to stop" in stop.text
         finally:
             cleo.stop()
+
+
+def test_a_state_directory_on_another_host_is_out_of_reach(
+    fleet: Fleet, consoles: Callable[..., Console]
+) -> None:
+    with psycopg.connect(fleet.url, autocommit=True) as db:
+        db.execute(
+            "INSERT INTO singularity.places (agent_id, host, state_dir) "
+            "VALUES ('byron', 'elsewhere.example', '/srv/byron')"
+        )
+    url = consoles(fleet.url).url
+    with httpx.Client(base_url=url) as client:
+        page = client.get("/b/byron")
+        assert "byron keeps its state directory /srv/byron on host elsewhere.example" in page.text
+        token = re.search(r'"x-csrf-token": "([0-9a-f]{64})"', page.text)
+        assert token is not None
+        own = {"Origin": url, "X-CSRF-Token": token.group(1)}
+        refused = client.post("/b/byron/say", data={"text": "hi"}, headers=own)
+        assert refused.status_code == 409 and "on host elsewhere.example" in refused.text
 
 
 def test_the_guard_applies_over_a_store_as_over_a_directory(

@@ -7,42 +7,59 @@ past the last `seq` read, so a page that refreshes every second costs one small 
 while nothing happens.
 
 Operator requests (chat, pause, resume, stop, top-up, sanctum edits, reviews) travel
-through a being's state directory (its inbox and local socket), and the store does not
-record where that is: they are refused with `OutOfReach`, and the inbox is not shown.
-The sanctum shown is the one the store's rows hold (what an export wrote), read only.
+through a being's state directory (its inbox and local socket), which its runtime
+records in the store (`singularity.store.postgres.places`): on this host they are handed
+over there, as `say` does; otherwise (no record, another host, a missing directory)
+they are refused with `OutOfReach`, and the inbox is not shown. The sanctum is read
+from that directory too; out of reach, the one the store's rows hold (what an export
+wrote) is shown, read only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any
 
 import psycopg
 
 from singularity.console.follower import Follower
-from singularity.console.source import OutOfReach, SanctumFile, UnknownBeing
+from singularity.console.source import (
+    OutOfReach,
+    SanctumFile,
+    UnknownBeing,
+    sanctum_files_in,
+    sanctum_text_in,
+    waiting_in,
+)
 from singularity.domain.operator import OperatorRequest
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.money import render_money
-from singularity.runtime.operator_client import Delivery
+from singularity.runtime.operator_client import Delivery, hand_over
 from singularity.sanctum.entries import SanctumEntry
 from singularity.sanctum.store import MAX_READ_BYTES
 from singularity.state_place import shown_url
 from singularity.store.base import state_of
 from singularity.store.postgres.census import Resident, census, events_after, messages_from
+from singularity.store.postgres.places import place_of
 from singularity.store.postgres.sanctum import latest
 from singularity.store.postgres.store import Connection, connect, read_snapshot
 
 CENSUS_TTL_SECS = 0.5
 MAX_DEPTH = 32
-OUT_OF_REACH = (
-    "{agent} lives in the PostgreSQL state store, which does not record where its state "
-    "directory is: chat, pause, resume, stop, top-up, sanctum edits and reviews go through "
-    "that directory's inbox, so this console cannot hand them to the being"
+THROUGH = (
+    "chat, pause, resume, stop, top-up, sanctum edits and reviews go through that "
+    "directory's inbox, so this console cannot hand them to the being"
 )
+NOT_RECORDED = (
+    "{agent} lives in the PostgreSQL state store, which does not record where its state "
+    "directory is: " + THROUGH
+)
+ELSEWHERE = "{agent} keeps its state directory {state_dir} on host {host}, not here: " + THROUGH
+MISSING = "{agent}'s state directory {state_dir} is not on this machine: " + THROUGH
 
 
 class PostgresSource:
@@ -170,8 +187,10 @@ class PostgresSource:
             raise self._failed(error) from None
 
     def waiting(self, key: str) -> list[OperatorRequest]:
-        self._resident(key)
-        return []  # the inbox is in the being's state directory
+        state_dir, reason = self._local_dir(key)
+        if state_dir is None or reason is not None:
+            return []
+        return waiting_in(state_dir, self.follower(key))
 
     def family(self, key: str) -> list[dict[str, Any]]:
         return self._family(key, 0)
@@ -209,7 +228,8 @@ class PostgresSource:
         return tree
 
     def _sanctum(self, key: str) -> list[SanctumEntry]:
-        """The sanctum's rows as they stand (what an export wrote); none for most beings."""
+        """The sanctum's rows as they stand (what an export wrote): shown, read only, for a
+        being whose state directory is out of reach."""
         self._resident(key)
         try:
             return latest(self._connection(), key) or []
@@ -217,6 +237,9 @@ class PostgresSource:
             raise self._failed(error) from None
 
     def sanctum_files(self, key: str) -> list[SanctumFile]:
+        state_dir, reason = self._local_dir(key)
+        if state_dir is not None and reason is None:
+            return sanctum_files_in(state_dir)
         return [
             SanctumFile(entry.path, len(entry.content))
             for entry in self._sanctum(key)
@@ -224,6 +247,9 @@ class PostgresSource:
         ]
 
     def sanctum_text(self, key: str, path: str) -> str | None:
+        state_dir, reason = self._local_dir(key)
+        if state_dir is not None and reason is None:
+            return sanctum_text_in(state_dir, path)
         for entry in self._sanctum(key):
             if entry.path == path and entry.content is not None:
                 if len(entry.content) > MAX_READ_BYTES:
@@ -236,10 +262,27 @@ class PostgresSource:
 
     # Acting.
 
-    def out_of_reach(self, key: str) -> str | None:
+    def _local_dir(self, key: str) -> tuple[str | None, str | None]:
+        """The being's state directory, and why requests cannot go through it (None: they
+        can)."""
         self._resident(key)
-        return OUT_OF_REACH.format(agent=key)
+        try:
+            place = place_of(self._connection(), key)
+        except psycopg.Error as error:
+            raise self._failed(error) from None
+        if place is None:
+            return None, NOT_RECORDED.format(agent=key)
+        if not place.here:
+            return place.state_dir, ELSEWHERE.format(agent=key, **vars(place))
+        if not os.path.isdir(place.state_dir):
+            return place.state_dir, MISSING.format(agent=key, state_dir=place.state_dir)
+        return place.state_dir, None
+
+    def out_of_reach(self, key: str) -> str | None:
+        return self._local_dir(key)[1]
 
     def deliver(self, key: str, request: OperatorRequest) -> Delivery:
-        self._resident(key)
-        raise OutOfReach(OUT_OF_REACH.format(agent=key))
+        state_dir, reason = self._local_dir(key)
+        if state_dir is None or reason is not None:
+            raise OutOfReach(reason or NOT_RECORDED.format(agent=key))
+        return hand_over(state_dir, request)

@@ -245,56 +245,18 @@ class DirectorySource:
             os.close(dir_fd)
 
     def waiting(self, key: str) -> list[OperatorRequest]:
-        dir_fd = fsio.open_dir(self.path(key))
-        try:
-            posted = inbox.pending(dir_fd)
-        finally:
-            os.close(dir_fd)
-        follower = self.follower(key)
-        return [
-            item.request
-            for item in posted
-            if item.request is not None and item.request.id not in follower.applied
-        ]
+        return waiting_in(self.path(key), self.follower(key))
 
     def family(self, key: str) -> list[dict[str, Any]]:
         tree = family_tree(self.path(key))
         _add_keys(tree, key)
         return tree
 
-    def _sanctum(self, key: str) -> SanctumStore | None:
-        root = os.path.join(self.path(key), "sanctum")
-        if not _is_dir(root):
-            return None
-        return SanctumStore(root)
-
     def sanctum_files(self, key: str) -> list[SanctumFile]:
-        store = self._sanctum(key)
-        if store is None:
-            return []
-        files: list[SanctumFile] = []
-        try:
-            for folder in store.tree(()):
-                parts = tuple(part for part in folder.path.split("/") if part)
-                sizes = {entry.name: entry.size for entry in store.entries(parts)}
-                for name in folder.files:
-                    files.append(SanctumFile(f"{folder.path}{name}", sizes.get(name, 0)))
-        except SingularityError:
-            return files
-        finally:
-            store.close()
-        return files
+        return sanctum_files_in(self.path(key))
 
     def sanctum_text(self, key: str, path: str) -> str | None:
-        store = self._sanctum(key)
-        if store is None:
-            return None
-        try:
-            return store.read_optional(parts_of(path), MAX_READ_BYTES)
-        except SanctumRefusal:
-            return None
-        finally:
-            store.close()
+        return sanctum_text_in(self.path(key), path)
 
     # Acting.
 
@@ -303,6 +265,59 @@ class DirectorySource:
 
     def deliver(self, key: str, request: OperatorRequest) -> Delivery:
         return deliver(self.path(key), request)
+
+
+def _sanctum_of(state_dir: str) -> SanctumStore | None:
+    root = os.path.join(state_dir, "sanctum")
+    if not _is_dir(root):
+        return None
+    return SanctumStore(root)
+
+
+def sanctum_files_in(state_dir: str) -> list[SanctumFile]:
+    """The files of the sanctum in `state_dir`."""
+    store = _sanctum_of(state_dir)
+    if store is None:
+        return []
+    files: list[SanctumFile] = []
+    try:
+        for folder in store.tree(()):
+            parts = tuple(part for part in folder.path.split("/") if part)
+            sizes = {entry.name: entry.size for entry in store.entries(parts)}
+            for name in folder.files:
+                files.append(SanctumFile(f"{folder.path}{name}", sizes.get(name, 0)))
+    except SingularityError:
+        return files
+    finally:
+        store.close()
+    return files
+
+
+def sanctum_text_in(state_dir: str, path: str) -> str | None:
+    """A file of the sanctum in `state_dir` as text; None when it does not exist."""
+    store = _sanctum_of(state_dir)
+    if store is None:
+        return None
+    try:
+        return store.read_optional(parts_of(path), MAX_READ_BYTES)
+    except SanctumRefusal:
+        return None
+    finally:
+        store.close()
+
+
+def waiting_in(state_dir: str, follower: Follower) -> list[OperatorRequest]:
+    """The requests in the inbox of `state_dir` that the journal shows no application of."""
+    dir_fd = fsio.open_dir(state_dir)
+    try:
+        posted = inbox.pending(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return [
+        item.request
+        for item in posted
+        if item.request is not None and item.request.id not in follower.applied
+    ]
 
 
 def _add_keys(tree: list[dict[str, Any]], key: str) -> None:

@@ -319,12 +319,22 @@ def _open_in_postgres(
         state = store.load()  # a read: nothing in the store is repaired at boot
         check_boot_matrix(settings, state is not None, resume)
         check_identity(settings, state)
+        _record_place(store, settings.state_dir)
         being = _being(settings, store, statedir, state, clock)
     except BaseException:
         store.close()
         statedir.close()
         raise
     return being
+
+
+def _record_place(store: StateStore, state_dir: str) -> None:
+    """Tell the store where the being's state directory is, so operator requests find it."""
+    from singularity.store.postgres.places import record_place
+    from singularity.store.postgres.store import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        record_place(store, os.path.abspath(state_dir))
 
 
 def _being(

@@ -38,6 +38,12 @@ def deliver(state_dir: str, request: OperatorRequest) -> Delivery:
     """Hand a request to the being at `state_dir`."""
     if peek_state(state_dir) is None:
         raise StateError(f"no being state exists at {os.path.join(state_dir, STATE_FILE)}")
+    return hand_over(state_dir, request)
+
+
+def hand_over(state_dir: str, request: OperatorRequest) -> Delivery:
+    """Hand a request to the being whose state directory (its inbox and socket) is
+    `state_dir`, its state wherever it lives."""
     alive = is_alive(state_dir)
     service = socket_path(state_dir)
     if request.kind == "stop" and not alive:

@@ -144,6 +144,19 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         COMMENT ON COLUMN singularity.sanctum_files.content IS 'NULL: removed in this version';
         """,
     ),
+    (
+        "0003_places",
+        """
+        CREATE TABLE singularity.places (
+            agent_id text PRIMARY KEY,
+            host text NOT NULL,
+            state_dir text NOT NULL,
+            recorded_at timestamptz NOT NULL DEFAULT now()
+        );
+        COMMENT ON TABLE singularity.places IS
+            'where the runtime that last took a being keeps its state directory';
+        """,
+    ),
 )
 LEASE_LOST = "SG001"
 

@@ -1,0 +1,57 @@
+"""Where a being in a PostgreSQL store keeps its state directory (inbox, socket, sanctum).
+
+The runtime that takes a being records its host and the state directory's absolute path
+(`singularity.places`), under its lease; the console reads it to hand operator requests
+to the being through that directory, as `say` does for a being in a directory.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+import psycopg
+
+from singularity.errors import StateError
+from singularity.store.postgres.store import HOLD, Batch, Connection, PostgresStore
+
+RECORD = """
+INSERT INTO singularity.places AS held (agent_id, host, state_dir) VALUES (%s, %s, %s)
+ON CONFLICT (agent_id) DO UPDATE
+    SET host = EXCLUDED.host, state_dir = EXCLUDED.state_dir, recorded_at = now()
+"""
+
+
+@dataclass(frozen=True)
+class Place:
+    """A being's state directory: the host it is on, and its absolute path there."""
+
+    host: str
+    state_dir: str
+
+    @property
+    def here(self) -> bool:
+        """Whether the directory is on this host."""
+        return self.host == socket.gethostname()
+
+
+def record_place(store: PostgresStore, state_dir: str) -> None:
+    """Record this host and `state_dir` (absolute) as the being's, holding its lease."""
+    try:
+        batch = Batch(store.db)
+        batch.execute(HOLD, store.lease.hold_arguments())
+        batch.execute(RECORD, (store.agent_id, socket.gethostname(), state_dir))
+        batch.run()
+    except psycopg.Error as error:
+        raise StateError(f"cannot record the state directory of {store.label}: {error}") from None
+
+
+def place_of(db: Connection, agent_id: str) -> Place | None:
+    """The being's recorded state directory; None when none is (or the store predates it)."""
+    found = db.execute("SELECT to_regclass('singularity.places')").fetchone()
+    if found is None or found[0] is None:
+        return None
+    row = db.execute(
+        "SELECT host, state_dir FROM singularity.places WHERE agent_id = %s", (agent_id,)
+    ).fetchone()
+    return Place(str(row[0]), str(row[1])) if row is not None else None
