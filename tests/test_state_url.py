@@ -10,6 +10,10 @@ refused by the lease, and a bad URL is refused saying what is wrong.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +22,7 @@ import psycopg
 
 from singularity.store.opening import StorePlace, open_store_at, peek_events_at, peek_state_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import Result, cli_args
+from tests.support.loop_http import OPTION_PREFIXES, SINGULARITY, Result, cli_args
 from tests.support.stores import store_url
 
 ADD_RULE = "singularity_self_add_rule"
@@ -139,6 +143,45 @@ def test_a_second_runtime_is_refused_by_the_lease(
         assert cli("verify", "--state-url", store_url(), "--agent-id", agent).code == 0
     finally:
         holder.close()
+
+
+def test_a_living_runtime_keeps_its_being_from_a_second_one(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    agent = new_agent()
+    place = StorePlace.parse(store_url())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    with ScriptedServer([Turn.text("resting")]) as server:
+        args = [*in_store(tmp_path, server, agent), "--cycle-interval-secs", "3600"]
+        with (tmp_path / "stderr.txt").open("wb") as log:
+            living = subprocess.Popen(
+                [str(SINGULARITY), "run", *args],
+                cwd=tmp_path,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        try:
+            deadline = time.monotonic() + 120
+            while "cycle_finished" not in [e["type"] for e in peek_events_at(place, agent)]:
+                assert living.poll() is None, (tmp_path / "stderr.txt").read_text()
+                assert time.monotonic() < deadline, "the first cycle never finished"
+                time.sleep(0.05)
+            (tmp_path / "second").mkdir()
+            second = cli("once", "--resume", *in_store(tmp_path / "second", server, agent))
+            assert second.code == 4
+            assert f"state: another runtime owns being {agent} in " in second.err
+            assert cli("verify", "--state-url", store_url(), "--agent-id", agent).code == 0
+        finally:
+            living.send_signal(signal.SIGTERM)
+            code = living.wait(timeout=120)
+    assert code == 0, (tmp_path / "stderr.txt").read_text()
+    state = peek_state_at(place, agent)
+    assert state is not None and state.status == "stopped" and state.cycle == 1
+    with ScriptedServer([Turn.text("mine now")]) as server:
+        taken = cli("once", "--resume", *in_store(tmp_path / "second", server, agent))
+    assert taken.code == 0, taken.err  # the lease was released at the clean stop
 
 
 def test_a_local_state_directory_serves_one_being(

@@ -17,7 +17,7 @@ from singularity.domain.identity import identity_from
 from singularity.domain.records import ActionRecord, MemoryEntry
 from singularity.domain.state import AgentState
 from singularity.store.base import Event, StateStore
-from singularity.store.directory import DirectoryStore
+from singularity.store.opening import StorePlace, open_store_at
 from tests.support.postgres import postgres_server
 
 BACKENDS = ("directory", "postgresql")
@@ -36,13 +36,11 @@ def new_place(backend: str, tmp_path: Path) -> str:
     return f"agent-{uuid.uuid4().hex[:12]}"
 
 
-def open_store(backend: str, place: str, **options: float) -> StateStore:
-    """The store of the being at `place`."""
+def open_store(backend: str, place: str) -> StateStore:
+    """The store of the being at `place`, opened as the runtime opens it."""
     if backend == "directory":
-        return DirectoryStore.open(place, **{k: int(v) for k, v in options.items()})
-    from singularity.store.postgres.store import PostgresStore
-
-    return PostgresStore.open(store_url(), place, **options)
+        return open_store_at(StorePlace.directory(place), "local")
+    return open_store_at(StorePlace.parse(store_url()), place)
 
 
 def a_being(agent_id: str = "local") -> AgentState:
