@@ -246,3 +246,21 @@ def test_commands_not_on_postgres_yet_refuse_it(tmp_path: Path, cli: Callable[..
         assert f"`singularity {command[0]}` does not work on a being in a PostgreSQL" in (
             refused.err
         )
+
+
+def test_doctor_checks_the_boot_matrix_against_the_store(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    agent = new_agent()
+    with ScriptedServer([Turn.text("done")]) as server:
+        fresh = cli("doctor", *in_store(tmp_path, server, agent))
+        assert fresh.code == 0, fresh.out + fresh.err
+        assert cli("once", *in_store(tmp_path, server, agent)).code == 0
+        born = cli("doctor", *in_store(tmp_path, server, agent))
+        resumed = cli("doctor", "--resume", *in_store(tmp_path, server, agent))
+    assert born.code == 4
+    assert json.loads(born.out)["problems"] == [
+        f"state: state: state already exists at being {agent} in {store_url()}; "
+        "use --resume or a new directory"
+    ]
+    assert resumed.code == 0, resumed.out + resumed.err
