@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from singularity.gateway_server import chat_prompt, local_model, prompt_store, tool_grammar
-from singularity.gateway_server.chat_prompt import render_prompt, render_turns
+from singularity.gateway_server.chat_prompt import Turn, render_prompt, render_turns
 from singularity.gateway_server.local_model import (
     ChatRequest,
     ContextOverflow,
@@ -127,10 +127,12 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
     ]
     turns = render_turns(messages)
     assert turns == [
-        ("user", FRAMING["content"]),
-        ("assistant", '<tool_call>\n{"name":"recall","arguments":{"query":"sea"}}\n</tool_call>'),
-        ("user", '<tool_response>\n{"ok":true}\n</tool_response>'),
-        ("user", "look\n[image_url omitted]"),
+        Turn("user", FRAMING["content"]),
+        Turn(
+            "assistant", '<tool_call>\n{"name":"recall","arguments":{"query":"sea"}}\n</tool_call>'
+        ),
+        Turn("user", '<tool_response>\n{"ok":true}\n</tool_response>', result=True),
+        Turn("user", "look\n[image_url omitted]"),
     ]
     prompt = render_prompt("sys", turns[:1])
     assert prompt == (
@@ -151,6 +153,23 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
     assert chat_prompt.system_text([SYSTEM, FRAMING], []) == SYSTEM["content"]
     optional = ToolSpec("list", "List", {"properties": {"folder": STRING}})
     assert chat_prompt.signature(optional) == "- list(folder?: string): List"
+
+
+def test_empty_answers_are_left_out_of_the_prompt() -> None:
+    said = {"role": "assistant", "content": "I looked."}
+    messages = [
+        FRAMING,
+        {"role": "assistant", "content": ""},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "assistant", "content": " \n"},
+        FRAMING,
+        said,
+    ]
+    assert render_turns(messages) == [
+        Turn("user", FRAMING["content"]),
+        Turn("user", FRAMING["content"]),
+        Turn("assistant", "I looked."),
+    ]
 
 
 def test_bounded_schemas_admit_only_what_the_original_admits() -> None:
@@ -296,6 +315,68 @@ def test_context_overflow_drops_old_turns_then_refuses() -> None:
     assert 128 < trimmed.prompt_tokens <= 256 - 16
     with pytest.raises(ContextOverflow, match="context window holds 256"):
         small.complete(ChatRequest([SYSTEM, {"role": "user", "content": "sea " * 2000}]))
+
+
+def _exchange(index: int) -> list[dict[str, Any]]:
+    """An assistant turn with two calls, and their two results."""
+    calls = [
+        {
+            "id": f"c{index}-{n}",
+            "type": "function",
+            "function": {"name": "recall", "arguments": json.dumps({"query": f"sea {index}"})},
+        }
+        for n in range(2)
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": call["id"], "content": f'{{"memories":["fact {index}"]}}'}
+        for call in calls
+    ]
+    return [{"role": "assistant", "content": "", "tool_calls": calls}, *results]
+
+
+def test_trimming_drops_a_call_together_with_its_results() -> None:
+    small = LocalModel(_small(n_ctx=512, max_tokens=16, max_text_chars=40))
+    for count in range(8, 16):  # cuts landing on every position of a three-turn exchange
+        history = [FRAMING, *(m for i in range(count) for m in _exchange(i))]
+        request = ChatRequest([SYSTEM, *history], TOOLS)
+        text = small._llama.detokenize(small.prompt(request, 16), special=True).decode()
+        turns = text.split(chat_prompt.START)[2:]
+        assert len(turns) < 3 * count, "nothing was dropped"
+        assert turns[0].startswith("assistant\n<tool_call>"), turns[0]
+    # The last call cannot be kept without its results: that is an overflow, not an orphan.
+    tight = LocalModel(_small(n_ctx=320, max_tokens=16, max_text_chars=40))
+    longest = [FRAMING, *_exchange(0)]
+    longest[-1] = {**longest[-1], "content": "sea " * 80}
+    with pytest.raises(ContextOverflow, match="context window holds 320"):
+        tight.prompt(ChatRequest([SYSTEM, *longest], TOOLS), 16)
+
+
+class _Silent(LocalModel):
+    """A model whose free answer is empty, as small models' sometimes are."""
+
+    def generate(
+        self,
+        tokens: list[int],
+        limit: int,
+        temperature: float,
+        grammar: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> local_model.Generated:
+        if grammar is None:
+            return local_model.Generated("  ", "stop", 1)
+        return super().generate(tokens, limit, temperature, grammar, *args, **kwargs)
+
+
+def test_an_empty_free_answer_becomes_a_plain_one() -> None:
+    silent = _Silent(_small(max_tokens=24, max_text_chars=60, tool_calls="hybrid"))
+    result = silent.complete(ChatRequest([SYSTEM, FRAMING], TOOLS, None, 24, 0.2))
+    assert result.tool_calls == []
+    assert result.content and result.content.strip() == result.content
+    assert result.content[0] not in "{["
+    assert 1 < result.completion_tokens <= 1 + 24
+    free = _Silent(_small(max_tokens=24, max_text_chars=60, tool_calls="free"))
+    assert free.complete(ChatRequest([SYSTEM, FRAMING], TOOLS, None, 24, 0.2)).content == ""
 
 
 def test_a_request_past_its_deadline_ends_as_length() -> None:

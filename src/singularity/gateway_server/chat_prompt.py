@@ -8,8 +8,10 @@ when nothing needs a tool. Small models follow what they read last, so the instr
 sit next to the conversation, as in the layout Qwen2.5 was trained on; the tool list stays
 first, so that a change in the system messages (a being's new memory) leaves it evaluated.
 Earlier calls are shown in the same tagged form and tool results as `<tool_response>` user
-turns. Everything before the conversation is unchanged from one round to the next, so that
-the longest stable prefix of the prompt stays in llama.cpp's cache.
+turns; an assistant message with neither text nor calls is left out, so that a model is
+never shown an empty answer to copy. Everything before the conversation is unchanged from
+one round to the next, so that the longest stable prefix of the prompt stays in
+llama.cpp's cache.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from singularity.gateway_server.tool_grammar import ToolSpec
 from singularity.jsoncodec import compact
@@ -95,27 +97,38 @@ def _shown_call(call: Mapping[str, Any]) -> str:
     return call_text(function.get("name"), arguments)
 
 
-def render_turns(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(ChatML role, text) for each non-system message; tool results become user turns."""
-    turns: list[tuple[str, str]] = []
+class Turn(NamedTuple):
+    """One ChatML turn of the conversation."""
+
+    role: str
+    text: str
+    result: bool = False
+    """A tool result: it belongs to the call before it and is never kept without it."""
+
+
+def render_turns(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
+    """A turn for each non-system message; tool results become user turns, empty answers
+    none."""
+    turns: list[Turn] = []
     for message in messages:
         role = message.get("role")
         text = text_of(message.get("content"))
         if role == "assistant":
             calls = message.get("tool_calls") or []
-            shown = [text] * bool(text) + [_shown_call(call) for call in calls]
-            turns.append(("assistant", "\n".join(shown)))
+            shown = [text] * bool(text.strip()) + [_shown_call(call) for call in calls]
+            if shown:
+                turns.append(Turn("assistant", "\n".join(shown)))
         elif role == "tool":
-            turns.append(("user", f"<tool_response>\n{text}\n</tool_response>"))
+            turns.append(Turn("user", f"<tool_response>\n{text}\n</tool_response>", True))
         elif role == "user":
-            turns.append(("user", text))
+            turns.append(Turn("user", text))
     return turns
 
 
-def render_prompt(system: str, turns: Sequence[tuple[str, str]]) -> str:
+def render_prompt(system: str, turns: Sequence[Turn]) -> str:
     """The ChatML prompt, ending with an open assistant turn."""
     parts = [f"{START}system\n{system}{END}\n"] if system else []
-    parts.extend(f"{START}{role}\n{text}{END}\n" for role, text in turns)
+    parts.extend(f"{START}{turn.role}\n{turn.text}{END}\n" for turn in turns)
     parts.append(f"{START}assistant\n")
     return "".join(parts)
 

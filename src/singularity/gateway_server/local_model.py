@@ -11,7 +11,8 @@ The prompt is rendered by `chat_prompt`. How an answer is decoded is decided per
   - `hybrid` (the default): the model writes freely; a call in any form it uses
     (`tool_parse`) becomes `tool_calls`, anything else is the answer, and a call that
     does not parse or fit its schema is decoded again under the grammar of the tool it
-    named, so no invalid call ever leaves the gateway;
+    named, so no invalid call ever leaves the gateway; an empty answer, or a call that
+    fails twice, becomes a plain answer decoded under the text grammar (never empty);
   - `free`: the same without the second decoding (a broken call is returned as text);
   - `grammar`: a constrained call when the last message is a `user` or `system`
     message, such as a cycle's framing, and a plain answer after a tool result (for
@@ -194,21 +195,27 @@ class LocalModel:
             raise UnusableSchema(f"the response schema cannot be used: {error}") from None
 
     def prompt(self, request: ChatRequest, room: int) -> list[int]:
-        """The prompt's tokens, dropping old turns (in steps) until `room` tokens are left."""
+        """The prompt's tokens, dropping old turns (in steps) until `room` tokens are left.
+
+        A call's tool results go with it: the kept conversation never opens with a result
+        whose call was dropped.
+        """
         system = chat_prompt.system_text(request.messages, request.tools)
         turns = chat_prompt.render_turns(request.messages)
+        cuts = [0, *(index for index, turn in enumerate(turns) if index and not turn.result)]
         budget, dropped = self.settings.n_ctx - room, 0
         while True:
             tokens = self.tokens(chat_prompt.render_prompt(system, turns[dropped:]))
             if len(tokens) <= budget:
                 return tokens
-            if dropped >= len(turns) - 1:
+            if dropped >= cuts[-1]:
                 raise ContextOverflow(
                     f"the prompt needs {len(tokens)} tokens; the context window holds "
                     f"{self.settings.n_ctx} including {room} for the answer"
                 )
             guess = (len(turns) - dropped) * (len(tokens) - budget) // len(tokens)
-            dropped = min(dropped + TRIM_STEP * (1 + guess // TRIM_STEP), len(turns) - 1)
+            wanted = min(dropped + TRIM_STEP * (1 + guess // TRIM_STEP), cuts[-1])
+            dropped = next(cut for cut in cuts if cut >= wanted)
 
     def close(self) -> None:
         """Stop the generation in progress, if any, at its next token (for shutdown)."""
@@ -316,11 +323,21 @@ class LocalModel:
         found = find_calls(text, tools)
         if found.calls:
             return result(found.prose or None, found.calls, "tool_calls", free.tokens)
-        if not found.attempted or self.settings.tool_calls != "hybrid":
+        empty = not free.text.strip()
+        if self.settings.tool_calls != "hybrid" or not (found.attempted or empty):
             return result(free.text.strip(), [], free.finish, free.tokens)
+        if empty:  # a being would be told nothing: a plain answer, which cannot be empty
+            plain = self._plain(tokens, limit, request.temperature)
+            return result(plain.text.strip(), [], plain.finish, free.tokens + plain.tokens)
         named = [tool for tool in tools if tool.name == found.named] or tools
         again, call = self._call(tokens, named, limit, request.temperature)
-        used = free.tokens + again.tokens
         if call is not None:
-            return result(None, [call], "tool_calls", used)
-        return result(again.text.strip(), [], again.finish, used)
+            return result(None, [call], "tool_calls", free.tokens + again.tokens)
+        # Neither decoding made a call: a plain answer rather than a broken or empty one.
+        plain = self._plain(tokens, limit, request.temperature)
+        used = free.tokens + again.tokens + plain.tokens
+        return result(plain.text.strip(), [], plain.finish, used)
+
+    def _plain(self, tokens: list[int], limit: int, temperature: float) -> Generated:
+        """A plain answer under the text grammar: at least one character, never JSON."""
+        return self.generate(tokens, limit, temperature, self.grammar("text", [], limit))
