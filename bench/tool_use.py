@@ -49,6 +49,7 @@ from typing import Any
 from bench import RESULTS, table, write_results
 from bench.tool_cases import CASES, FRESH, PREFIX, Case
 from singularity.gateway_server.local_model import ChatRequest, ChatResult, LocalModel
+from singularity.gateway_server.model_catalogue import MODELS as CATALOGUE
 from singularity.gateway_server.routes import LocalSettings
 from singularity.gateway_server.server import chat_request
 from singularity.gateway_server.tool_grammar import ToolSpec
@@ -67,7 +68,9 @@ def being_request() -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="bench-tool-use-"))
     (root / "workspace").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BRAMA_", "SINGULARITY_"))}
-    with ScriptedServer([Turn.text("ok")]) as server:
+    # A gateway serving the candidates, so that the being's `Models:` section names them.
+    advertised = [CATALOGUE[name].model_id for name in MODELS]
+    with ScriptedServer([Turn.text("ok")], models=advertised) as server:
         done = subprocess.run(
             [
                 str(SINGULARITY),

@@ -24,7 +24,9 @@ from singularity.domain.records import ActionRecord
 from singularity.domain.state import AgentState
 from singularity.gateway.auth import Secret, verify_hmac
 from singularity.runtime.lifecycle import Runtime
+from singularity.sanctum.fitting import json_size
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
+from singularity.tools.model_menu import LISTED, MENU_BYTES, menu_text
 from tests.support.loop_http import (
     Result,
     bodies,
@@ -76,10 +78,8 @@ def framing(
     """The framing message of spec §7.2, written out independently of the runtime."""
     return (
         f"Begin autonomous cycle {cycle}. Balance: {balance} USD. Earned: {earned} USD. "
-        f"Net profit: {net} USD. Current model: {model}. Recent actions: {actions}. "
-        + FRAMING_TAIL
+        f"Net profit: {net} USD. Current model: {model}. Recent actions: {actions}. " + FRAMING_TAIL
     )
-
 
 
 def live_once(
@@ -257,9 +257,7 @@ def test_request_body_bytes_are_exact_and_the_system_message_is_rebuilt_each_rou
     # The built-ins in spec order; built-in extensions (sanctum, journal) follow them.
     assert [tool["function"]["name"] for tool in tools][: len(BUILTINS)] == BUILTINS
     assert all(list(tool) == ["type", "function"] for tool in tools)
-    assert all(
-        list(tool["function"]) == ["name", "description", "parameters"] for tool in tools
-    )
+    assert all(list(tool["function"]) == ["name", "description", "parameters"] for tool in tools)
 
     def body(messages: list[dict[str, Any]]) -> bytes:
         document = {
@@ -330,6 +328,40 @@ def _secret_file(path: Path, value: str, mode: int = 0o600) -> Path:
     return path
 
 
+def test_the_system_message_names_the_models_the_being_may_switch_to(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    script = [
+        Turn.tool_call(REMEMBER, {"kind": "fact", "text": "the sea is blue"}),
+        Turn.text("ok"),
+    ]
+    advertised = ["scripted-model", "local/other", "two\nlines", "x" * 257]
+    with ScriptedServer(script, models=advertised) as server:
+        result = cli("once", *cli_args(tmp_path, server))
+        first, second = (c.json["messages"][0]["content"] for c in server.completions)
+    assert result.code == 0, result.err
+    menu = (
+        "\n\nModels:\n- To change your model, call singularity_self_switch_model with a"
+        " selector the gateway resolves (any, best, any-vision-capable, task:<name> such as"
+        " task:code) or a model it serves: scripted-model, local/other."
+    )
+    # Last of the sections before the memories, the same in every round (decision 29).
+    assert first.endswith(menu)
+    assert second.endswith(menu + "\n\nRecent persistent memories:\n- fact: the sea is blue")
+
+
+def test_the_menu_names_what_fits_and_counts_the_rest() -> None:
+    many = menu_text([f"m{i}" for i in range(LISTED + 3)])
+    assert many.endswith(f"{', '.join(f'm{i}' for i in range(LISTED))} and 3 more.")
+    long = menu_text([f"provider/{i}-" + "x" * 150 for i in range(3)])
+    assert json_size(long) <= MENU_BYTES
+    assert long.endswith(f"/0-{'x' * 150} and 2 more.")
+    longer = menu_text([f"provider/{i}-" + "x" * 230 for i in range(3)])
+    assert longer.endswith("task:code) or one of the 3 models it serves.")
+    assert menu_text([]).endswith("such as task:code).")
+    assert menu_text(["\x00", ""]) == menu_text([])
+
+
 @pytest.mark.parametrize("command", [["once"], ["run", "--max-cycles", "1"]])
 def test_hmac_headers_are_verified_by_the_gateway(
     tmp_path: Path, cli: Callable[..., Result], command: list[str]
@@ -395,6 +427,7 @@ def test_bearer_key_from_the_api_key_file_variable(
         requests = server.requests
     assert result.code == 0, result.err
     assert [r.path for r in requests] == [
+        "/v1/models",  # at boot, for the `Models:` section
         "/v1/chat/completions",
         "/v1/models",
         "/v1/chat/completions",
@@ -407,10 +440,12 @@ def test_bearer_key_from_the_api_key_file_variable(
 def test_no_credentials_on_a_loopback_gateway(tmp_path: Path, cli: Callable[..., Result]) -> None:
     with ScriptedServer([Turn.text("ok")]) as server:
         result = cli("once", *cli_args(tmp_path, server))
-        [request] = server.requests
+        requests = server.requests
     assert result.code == 0, result.err
-    assert "authorization" not in request.headers
-    assert not any(name.startswith("x-agent-") for name in request.headers)
+    assert [r.path for r in requests] == ["/v1/models", "/v1/chat/completions"]
+    for request in requests:
+        assert "authorization" not in request.headers
+        assert not any(name.startswith("x-agent-") for name in request.headers)
 
 
 # --- response validation and gateway failures (once) --------------------------------------
@@ -527,6 +562,26 @@ def test_a_plain_answer_completes_the_cycle_with_its_final_content(
     state = state_of(tmp_path)
     assert state.conversation[-1] == {"role": "assistant", "content": "Nothing worth doing yet."}
     assert state.status == "stopped" and state.cycle == 1
+
+
+def test_an_empty_answer_completes_the_cycle_and_is_journaled_as_such(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    with ScriptedServer([Turn.text("")]) as server:
+        result = cli("once", *cli_args(tmp_path, server))
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    assert (report["status"], report["final_content"]) == ("completed", "")
+    events = journal(tmp_path)
+    assert types(events)[-3:] == ["cost_debited", "warning", "stopped"]
+    warning = events[-2]
+    assert warning == {
+        "type": "warning",
+        "at": warning["at"],
+        "cycle": 1,
+        "message": "empty answer: the model returned neither text nor a tool call",
+    }
+    assert state_of(tmp_path).conversation[-1] == {"role": "assistant", "content": ""}
 
 
 def test_journal_order_of_a_cycle_with_tools(tmp_path: Path, cli: Callable[..., Result]) -> None:

@@ -37,6 +37,7 @@ CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "canc
 ROUND_LIMIT_WARNING = "maximum tool rounds reached"
 TRUNCATED_WARNING = "truncated: the answer reached max_tokens ({}); {}"
 USAGE_MISSING = "the gateway reported no usage: charged the reserved worst case, {} USD"
+EMPTY_ANSWER = "empty answer: the model returned neither text nor a tool call"
 
 
 class Completion(Protocol):
@@ -302,6 +303,9 @@ async def live_cycle(life: Life) -> CycleReport:
         )
         if completion.truncated:
             being.journal(events.Warned(being.now(), state.cycle, _truncated(life, calls)))
+        if not calls and not completion.content.strip():
+            # Spec 7.2 ends the cycle as `completed` all the same; the journal says what it was.
+            being.journal(events.Warned(being.now(), state.cycle, EMPTY_ANSWER))
         being.save()  # the completion, its debit and the answer, before any tool runs
         if not calls:
             return life.report("completed", actions, completion.content)

@@ -48,7 +48,8 @@ from singularity.tools.base import FunctionToolset, Toolset
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.confinement import Workspace
 from singularity.tools.files import file_tools
-from singularity.tools.model_tool import switch_model_tools
+from singularity.tools.model_menu import ModelMenu
+from singularity.tools.model_tool import ModelLister, switch_model_tools
 from singularity.tools.output_boundary import OutputBoundary
 from singularity.tools.self_tools import memory_and_self_tools
 
@@ -100,10 +101,13 @@ def builtin_toolsets(
     ]
 
 
-def default_extensions(being: LiveBeing, settings: Settings) -> list[Extension]:
+def default_extensions(
+    being: LiveBeing, settings: Settings, list_models: ModelLister
+) -> list[Extension]:
     """The built-in parts every being has unless a caller names its own: the sanctum, the
-    private journal."""
-    return [sanctum_extension(being, settings), journal_extension(being, settings)]
+    private journal, and last the models it may switch to (`list_models`: the gateway's)."""
+    journal = journal_extension(being, settings)
+    return [sanctum_extension(being, settings), journal, ModelMenu(list_models)]
 
 
 @dataclass
@@ -246,7 +250,7 @@ class Runtime:
                 toolsets.append(most_tools(most))
             toolsets += builtin_toolsets(being, settings, gateway, workspace, desk, start_child)
             if extensions is None:
-                parts = default_extensions(being, settings)
+                parts = default_extensions(being, settings, gateway.models)
             else:
                 parts = list(extensions(being))
             for part in parts:

@@ -48,6 +48,7 @@ from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.wake import SECTION_CAP, Wake, wake
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
 from singularity.tools.base import FunctionTool, FunctionToolset, JsonObject, Outcome, Toolset
+from singularity.tools.model_menu import MENU_BYTES
 
 log = logging.getLogger(__name__)
 Event = dict[str, Any]
@@ -59,8 +60,8 @@ SYSTEM_SHARE = 50
 """Percent of the context budget the whole system message may take."""
 MIN_ROOM = 2048
 """The sanctum's floor: its minimal form, whatever the mind takes."""
-OTHER_SECTIONS = 256
-"""Room kept for the other parts' sections (the journal's mood line)."""
+OTHER_SECTIONS = 256 + MENU_BYTES
+"""Room kept for the other parts' sections (the journal's mood line, the `Models:` menu)."""
 PREAMBLE = (
     "Your sanctum: your long-form memory as small Markdown files (singularity_sanctum_* "
     "tools). It is not the workspace, whose files singularity_file_read and "
