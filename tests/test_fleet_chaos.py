@@ -5,7 +5,10 @@ two cycles at once, every reservation is settled and every debit recorded exactl
 and `verify` passes for all.
 
 On a directory store a frozen worker keeps the beings it held (their lock) until it is
-resumed; the others live on meanwhile.
+resumed; the others live on meanwhile. On a PostgreSQL store (each worker with local
+files of its own, as on machines of their own) the frozen worker's beings are taken over
+once their leases run out and live on elsewhere; when it wakes, the fence refuses its
+writes, and still every debit is recorded once.
 """
 
 from __future__ import annotations
@@ -14,21 +17,25 @@ import itertools
 import json
 import signal
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from singularity.fleet.dev import TemporalDevServer
+from singularity.fleet.places import FleetStore
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.fleet import (
     SINGULARITY,
+    STORES,
     WorkerProcess,
+    being_cycles,
+    being_events,
     check_life,
-    cycles_of,
     dev_server,
-    journal,
-    verify,
+    fleet_store,
+    verify_being,
 )
 from tests.support.polling import wait_for
 
@@ -50,32 +57,29 @@ def _fleet(target: str, *arguments: str) -> Any:
     return json.loads(done.stdout)
 
 
-def _state(root: Path, key: str) -> Path:
-    return root / key / "state"
+def _in_flight(store: FleetStore, key: str) -> bool:
+    return _open_reservation(store, key) is not None
 
 
-def _in_flight(state_dir: Path) -> bool:
-    events = journal(state_dir)
-    return bool(events) and events[-1]["type"] == "cost_reserved"
-
-
-def _open_reservation(state_dir: Path) -> dict[str, Any] | None:
-    events = journal(state_dir)
+def _open_reservation(store: FleetStore, key: str) -> dict[str, Any] | None:
+    events = being_events(store, key)
     return events[-1] if events and events[-1]["type"] == "cost_reserved" else None
 
 
-def _kill_mid_call(worker: WorkerProcess, state_dirs: list[Path]) -> dict[Path, dict[str, Any]]:
+def _kill_mid_call(
+    worker: WorkerProcess, store: FleetStore, keys: list[str]
+) -> dict[str, dict[str, Any]]:
     """SIGKILL the worker while a model call of one of its beings is in flight; the
-    reservations it left open, by state directory. The worker is frozen first, so that
-    what the journals show is what it leaves."""
+    reservations it left open, by key. The worker is frozen first, so that what the
+    journals show is what it leaves."""
     while True:
         wait_for(
-            lambda: any(_in_flight(path) for path in state_dirs),
+            lambda: any(_in_flight(store, key) for key in keys),
             "a cycle in flight on the worker to kill",
         )
         worker.signal(signal.SIGSTOP)
         wait_for(worker.frozen, "the worker to freeze")
-        found = {path: r for path in state_dirs if (r := _open_reservation(path)) is not None}
+        found = {key: r for key in keys if (r := _open_reservation(store, key)) is not None}
         if found:
             worker.signal(signal.SIGKILL)
             return found
@@ -83,7 +87,7 @@ def _kill_mid_call(worker: WorkerProcess, state_dirs: list[Path]) -> dict[Path, 
 
 
 def _lived_on(
-    root: Path,
+    store: FleetStore,
     target: str,
     keys: list[str],
     marks: dict[str, int],
@@ -94,15 +98,15 @@ def _lived_on(
     which beings stayed behind, where the fleet has them, and what the workers logged."""
     try:
         wait_for(
-            lambda: all(cycles_of(_state(root, k)) >= marks[k] + LIVED_AFTER for k in keys),
+            lambda: all(being_cycles(store, k) >= marks[k] + LIVED_AFTER for k in keys),
             f"{who} to live on",
             timeout=RECOVERY,
         )
     except AssertionError as timeout:
         behind = {
-            key: (marks[key], cycles_of(_state(root, key)))
+            key: (marks[key], being_cycles(store, key))
             for key in keys
-            if cycles_of(_state(root, key)) < marks[key] + LIVED_AFTER
+            if being_cycles(store, key) < marks[key] + LIVED_AFTER
         }
         for worker in workers:
             print(f"--- {worker.log_path.name} ({worker.name})")
@@ -118,7 +122,8 @@ def _settled_once_by_another(events: list[dict[str, Any]], reservation: dict[str
     operation = reservation["operation_id"]
     at = next(i for i, e in enumerate(events) if e.get("operation_id") == operation)
     settled = [
-        (i, e) for i, e in enumerate(events)
+        (i, e)
+        for i, e in enumerate(events)
         if e.get("operation_id") == operation and e["type"] in ("cost_debited", "cost_released")
     ]
     assert len(settled) == 1, settled
@@ -129,46 +134,63 @@ def _settled_once_by_another(events: list[dict[str, Any]], reservation: dict[str
     assert not any(e["type"] == "model_completed" for e in events[at:index])
 
 
-def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int) -> None:
-    root = tmp_path / "beings"
+def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int, backend: str) -> None:
+    stores = [fleet_store(backend, tmp_path / f"beings-{n}") for n in range(WORKERS)]
+    if backend == "directory":
+        stores = [stores[0]] * WORKERS  # one directory, shared
+    store = stores[0]
     target = server.target
-    keys = [f"being-{index}" for index in range(beings)]
+    run = uuid.uuid4().hex[:6]  # the PostgreSQL server outlives the test
+    keys = [f"being-{run}-{index}" for index in range(beings)]
     with ScriptedServer([], default=Turn.text("idle").delayed(0.2)) as gateway:
         flags = [
-            "--brama-url", gateway.url,
-            "--input-price", "1", "--output-price", "2", "--instance-price", "0.5",
-            "--cycle-interval-secs", "0.2", "--keep-idle", "30",
+            "--brama-url",
+            gateway.url,
+            "--input-price",
+            "1",
+            "--output-price",
+            "2",
+            "--instance-price",
+            "0.5",
+            "--cycle-interval-secs",
+            "0.2",
+            "--keep-idle",
+            "30",
         ]
         workers = [
-            WorkerProcess(target, root, flags, tmp_path / f"worker-{n}.log") for n in range(WORKERS)
+            WorkerProcess(target, stores[n], flags, tmp_path / f"worker-{n}.log")
+            for n in range(WORKERS)
         ]
         try:
             for key in keys:
                 _fleet(target, "start", key, "--set", "starting_balance=50")
             wait_for(
-                lambda: all(cycles_of(_state(root, key)) >= 2 for key in keys),
+                lambda: all(being_cycles(store, key) >= 2 for key in keys),
                 "every being to live",
                 timeout=RECOVERY,
             )
             held = {worker.name: worker for worker in workers}
             holders: dict[str, list[str]] = {name: [] for name in held}
             for being in _fleet(target, "list", "--json"):
-                if being["worker"] in holders:
+                if being["worker"] in holders and being["key"] in keys:
                     holders[being["worker"]].append(being["key"])
             ranked = sorted(holders, key=lambda name: -len(holders[name]))
             victim, frozen = held[ranked[0]], held[ranked[1]]
             victims = holders[ranked[0]]
-            lost = _kill_mid_call(victim, [_state(root, key) for key in victims])
+            lost = _kill_mid_call(victim, store, victims)
             frozen.signal(signal.SIGSTOP)
-            marks = {key: cycles_of(_state(root, key)) for key in keys}
-            free = [key for key in keys if key not in holders[ranked[1]]]
-            _lived_on(root, target, free, marks, "the beings of the killed worker", workers)
+            marks = {key: being_cycles(store, key) for key in keys}
+            # A frozen worker keeps a directory's locks; its leases run out.
+            kept = holders[ranked[1]] if backend == "directory" else []
+            free = [key for key in keys if key not in kept]
+            _lived_on(store, target, free, marks, "the beings of the lost workers", workers)
             frozen.signal(signal.SIGCONT)
-            _lived_on(root, target, keys, marks, "every being", workers)
+            _lived_on(store, target, keys, marks, "every being", workers)
             for key in keys:
                 _fleet(target, "stop", key)
             wait_for(
-                lambda: _fleet(target, "list", "--json") == [], "every being to stop",
+                lambda: not any(b["key"] in keys for b in _fleet(target, "list", "--json")),
+                "every being to stop",
                 timeout=RECOVERY,
             )
         finally:
@@ -177,15 +199,15 @@ def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int) -> None:
         served = len(gateway.completions)
     answered = 0
     for key in keys:
-        events = journal(_state(root, key))
+        events = being_events(store, key)
         assert check_life(events) == [], key
         assert events[-1]["type"] == "stopped", key
         answered += _answered_debits(events)
-        checked = verify(_state(root, key))
+        checked = verify_being(store, key)
         assert checked.returncode == 0, checked.stdout + checked.stderr
     assert 0 < answered <= served  # a call the gateway answered is paid once, or never was
-    for state_dir, reservation in lost.items():
-        _settled_once_by_another(journal(state_dir), reservation)
+    for key, reservation in lost.items():
+        _settled_once_by_another(being_events(store, key), reservation)
 
 
 def _answered_debits(events: list[dict[str, Any]]) -> int:
@@ -204,16 +226,18 @@ def _answered_debits(events: list[dict[str, Any]]) -> int:
     return answered
 
 
+@pytest.mark.parametrize("backend", STORES)
 @pytest.mark.timeout(900)
 def test_a_fleet_lives_on_when_workers_die_and_freeze(
-    tmp_path: Path, dev_server: TemporalDevServer
+    tmp_path: Path, dev_server: TemporalDevServer, backend: str
 ) -> None:
-    _chaos(tmp_path, dev_server, beings=4)
+    _chaos(tmp_path, dev_server, beings=4, backend=backend)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", STORES)
 @pytest.mark.timeout(1800)
 def test_ten_beings_live_on_when_workers_die_and_freeze(
-    tmp_path: Path, dev_server: TemporalDevServer
+    tmp_path: Path, dev_server: TemporalDevServer, backend: str
 ) -> None:
-    _chaos(tmp_path, dev_server, beings=10)
+    _chaos(tmp_path, dev_server, beings=10, backend=backend)

@@ -483,7 +483,15 @@ FLEET_OPTIONS = (
         "state_url",
         None,
         "text",
-        "The fleet's state store: a directory holding one folder per being.",
+        "The fleet's state store: a directory holding one folder per being, or a "
+        "PostgreSQL state store (postgresql://…, with --local-dir).",
+    ),
+    _fleet_opt(
+        "local_dir",
+        None,
+        "text",
+        "With a PostgreSQL --state-url: this machine's folder of the beings' local files "
+        "(inbox, sanctum, private journal, workspace), one folder per being.",
     ),
 )
 """Options of `singularity worker` and `singularity fleet` (resolved by `resolve_fleet`)."""

@@ -4,7 +4,9 @@ The dev server is `temporal server start-dev` (`singularity.fleet.dev`), the tim
 server `temporal-test-server`, both from the venv, never downloaded. Workers run in the
 test process (`in_process_worker`) or as `singularity worker` processes (`WorkerProcess`).
 `check_life` reads a being's activity journal and holds it to the fleet's promises: one
-cycle at a time, every reservation settled once, every debit recorded once.
+cycle at a time, every reservation settled once, every debit recorded once. A fleet's
+store is a directory or the session's PostgreSQL server (`fleet_store`); `being_events`
+and `verify_being` read a being in either.
 """
 
 from __future__ import annotations
@@ -33,8 +35,11 @@ from singularity.fleet.places import FleetStore
 from singularity.fleet.residents import Residents
 from singularity.fleet.workflow import BeingWorkflow
 from singularity.jsoncodec import loads_strict
+from singularity.state_place import StorePlace
+from singularity.store.opening import peek_events_at
 
 QUEUE = "beings"
+STORES = ("directory", "postgresql")
 SINGULARITY = str(Path(sys.executable).with_name("singularity"))
 
 
@@ -55,12 +60,18 @@ def dev_server(tmp_path: Path) -> Iterator[TemporalDevServer]:
 
 @contextlib.asynccontextmanager
 async def in_process_worker(
-    client: Client, root: Path, params: Mapping[str, Any], *, queue: str = QUEUE
+    client: Client,
+    root: Path | FleetStore,
+    params: Mapping[str, Any],
+    *,
+    queue: str = QUEUE,
 ) -> AsyncIterator[Residents]:
     """A worker in this process (the workflow and the visit on `queue` and a queue of its
-    own); every held being is shut down when it ends."""
+    own) on a directory store at `root` or on `root` as a store; every held being is shut
+    down when it ends."""
     own = f"{queue}@test:{uuid.uuid4().hex[:8]}"
-    residents = Residents(dict(params), None, FleetStore(str(root)), own)
+    store = root if isinstance(root, FleetStore) else FleetStore(str(root))
+    residents = Residents(dict(params), None, store, own)
     visit = VisitActivity(residents)
     shared = Worker(client, task_queue=queue, workflows=[BeingWorkflow], activities=[visit.visit])
     mine = Worker(client, task_queue=own, activities=[visit.visit])
@@ -74,11 +85,12 @@ async def in_process_worker(
 class WorkerProcess:
     """`singularity worker` as a process of its own (its log in `log_path`)."""
 
-    def __init__(self, target: str, root: Path, flags: list[str], log_path: Path) -> None:
+    def __init__(
+        self, target: str, root: Path | FleetStore, flags: list[str], log_path: Path
+    ) -> None:
         self.log_path = log_path
-        command = [
-            SINGULARITY, "worker", "--temporal", target, "--state-url", str(root), *flags
-        ]
+        store = root if isinstance(root, FleetStore) else FleetStore(str(root))
+        command = [SINGULARITY, "worker", "--temporal", target, *store_flags(store), *flags]
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
@@ -110,6 +122,49 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def fleet_store(backend: str, root: Path) -> FleetStore:
+    """A fleet's store: the directory `root`, or the session's PostgreSQL server with the
+    beings' local files in `root`."""
+    if backend == "directory":
+        return FleetStore(str(root))
+    from tests.support.stores import store_url
+
+    return FleetStore(str(root), store_url())
+
+
+def store_flags(store: FleetStore) -> list[str]:
+    """The options of `singularity worker` that name the store."""
+    if store.url is None:
+        return ["--state-url", store.root]
+    return ["--state-url", store.url, "--local-dir", store.root]
+
+
+def being_events(store: FleetStore, key: str) -> list[dict[str, Any]]:
+    """A being's activity journal, as far as it is written, in either store."""
+    if store.url is None:
+        return journal(Path(store.state_dir(key)))
+    return peek_events_at(StorePlace.parse(store.url), store.agent_id(key))
+
+
+def being_cycles(store: FleetStore, key: str) -> int:
+    """The newest cycle a being started, from its journal in either store."""
+    started = [e["cycle"] for e in being_events(store, key) if e["type"] == "cycle_started"]
+    return max(started, default=0)
+
+
+def verify_being(store: FleetStore, key: str) -> subprocess.CompletedProcess[str]:
+    """`singularity verify` of a being in either store."""
+    if store.url is None:
+        return verify(Path(store.state_dir(key)))
+    return subprocess.run(
+        [SINGULARITY, "verify", "--state-url", store.url, "--agent-id", store.agent_id(key)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def journal(state_dir: Path) -> list[dict[str, Any]]:

@@ -108,7 +108,7 @@ async def _client(params: dict[str, Any]) -> Client:
 
 
 @click.command(name="worker")
-@fleet_options(*CONNECTION, "task_queue", "state_url")
+@fleet_options(*CONNECTION, "task_queue", "state_url", "local_dir")
 @click.option(
     "--keep-idle",
     type=click.FloatRange(min=0),
@@ -130,13 +130,16 @@ def worker_command(keep_idle: float, max_visits: int, **params: Any) -> None:
     if values["state_url"] is None:
         raise ConfigurationError("--state-url is required (or SINGULARITY_STATE_URL)")
     config_file = params.pop("config_file", None)
+    local_dir = None if values["local_dir"] is None else str(values["local_dir"])
     # Refuses bad options before starting.
     settings_from({**params, "config_file": config_file}, on_postgres=True)
+    _fleet_module("places").FleetStore.parse(str(values["state_url"]), local_dir)
     _, worker = _fleet()
     options = worker.WorkerOptions(
         connection=_connection(values),
         state_url=str(values["state_url"]),
         task_queue=str(values["task_queue"]),
+        local_dir=local_dir,
         runtime_params=params,
         config_file=config_file,
         keep_idle_secs=keep_idle,

@@ -5,12 +5,12 @@ prices, limits, skills, secrets. A being's spec adds the options its operator ga
 `fleet start` (identity, budget, loop and Pulse options; never a path or a secret, which
 are the worker machine's), and its place in the state store.
 
-The store is named by `--state-url`. Today the living loop keeps a being in a state
-directory, so the fleet's store is a directory that holds one folder per being,
+The store is named by `--state-url`: a directory that holds one folder per being,
 `<dir>/<key>/state` (its state directory) beside `<dir>/<key>/workspace`; a child lives in
-its parent's `children/<id>/` and shares its family's workspace. `being_settings` is the
-one place that turns a spec into settings: when the loop runs on the PostgreSQL state
-store, it selects the being there by its agent id instead.
+its parent's `children/<id>/` and shares its family's workspace. Or a PostgreSQL state
+store (`postgresql://…`), where the being is selected by its key as its agent id, its
+local files (inbox, sanctum, private journal, workspace) in the same folders under the
+worker's `--local-dir`. `being_settings` is the one place that turns a spec into settings.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from singularity.config import (
     IDENTITY_OPTIONS,
@@ -32,13 +31,17 @@ from singularity.config import (
     parse_option,
     resolve,
 )
-from singularity.errors import ConfigurationError
+from singularity.errors import ConfigurationError, StateLockedError
 from singularity.fleet.messages import KEY_SEPARATOR, BeingSpec
 from singularity.runtime.children import CHILDREN_DIR
+from singularity.state_place import StorePlace, shown_url
+from singularity.storage.funding import CLAIMED, GRANT, REVOKED
 from singularity.storage.statedir import STATE_FILE
+from singularity.store.opening import peek_state_at
 
 KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 CHILD_ID_PATTERN = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+GRANT_FILES = (GRANT, CLAIMED, REVOKED)
 STATE_FOLDER = "state"
 WORKSPACE_FOLDER = "workspace"
 BEING_OPTIONS = frozenset(
@@ -49,9 +52,13 @@ BEING_OPTIONS = frozenset(
 )
 """Options an operator may set per being; paths and secrets stay the worker's, and the
 agent id is the key."""
-POSTGRES_NOT_YET = (
-    "--state-url {url}: the living loop does not run on the PostgreSQL state store yet; "
-    "name a directory (one folder per being) for now"
+LOCAL_DIR_NEEDED = (
+    "--state-url {url}: a PostgreSQL state store needs --local-dir (SINGULARITY_LOCAL_DIR), "
+    "the folder on this machine for the beings' local files"
+)
+LOCAL_DIR_UNUSED = (
+    "--local-dir {path}: only a PostgreSQL state store takes it; a directory store keeps "
+    "the beings' local files in their folders"
 )
 
 
@@ -84,32 +91,54 @@ def check_options(options: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class FleetStore:
-    """The fleet's state store: a directory of beings."""
+    """The fleet's state store: a directory of beings, or a PostgreSQL store beside the
+    worker's directory of local files (`root` holds the beings' folders either way)."""
 
     root: str
+    url: str | None = None
+    """The PostgreSQL store, if the beings' state lives there."""
 
     @classmethod
-    def parse(cls, url: str) -> FleetStore:
-        """`--state-url`: a directory path or a `file://` URL."""
-        parts = urlsplit(url)
-        if parts.scheme in ("postgresql", "postgres"):
-            raise ConfigurationError(POSTGRES_NOT_YET.format(url=_shown(url)))
-        if parts.scheme == "file":
-            if parts.netloc not in ("", "localhost"):
-                raise ConfigurationError(f"--state-url {url}: a file URL names a local path")
-            path = parts.path
-        elif parts.scheme == "":
-            path = url
-        else:
-            raise ConfigurationError(
-                f"--state-url {url}: expected a directory or postgresql://… URL"
-            )
-        if not path:
-            raise ConfigurationError("--state-url: empty path")
-        return cls(os.path.abspath(path))
+    def parse(cls, url: str, local_dir: str | None = None) -> FleetStore:
+        """`--state-url` (a directory, a `file://` URL or `postgresql://…`) and, for a
+        PostgreSQL store, `--local-dir`."""
+        place = StorePlace.parse(url)
+        if place.is_postgres:
+            if not local_dir:
+                raise ConfigurationError(LOCAL_DIR_NEEDED.format(url=place.shown()))
+            return cls(os.path.abspath(local_dir), place.location)
+        if local_dir is not None:
+            raise ConfigurationError(LOCAL_DIR_UNUSED.format(path=local_dir))
+        return cls(os.path.abspath(place.location))
+
+    @property
+    def place(self) -> StorePlace | None:
+        """The PostgreSQL store, or None for a directory store."""
+        return StorePlace.parse(self.url) if self.url is not None else None
+
+    def shown(self) -> str:
+        """The store for logs: the directory, or the URL without its password."""
+        if self.url is None:
+            return self.root
+        return f"{shown_url(self.url)} (local files in {self.root})"
+
+    def agent_id(self, key: str) -> str:
+        """The agent id the being is opened with: its root's key in a directory store (a
+        child keeps its parent's, spec §14). In PostgreSQL the agent id selects the being,
+        so a child has its own there, its child id (under its parent's it would contend
+        for its parent's lease)."""
+        parts = split_key(key)
+        return parts[-1] if self.url is not None else parts[0]
+
+    def holds(self, key: str) -> bool:
+        """Whether the store already holds this being (it is resumed, not created)."""
+        place = self.place
+        if place is None:
+            return os.path.lexists(os.path.join(self.state_dir(key), STATE_FILE))
+        return peek_state_at(place, self.agent_id(key)) is not None
 
     def state_dir(self, key: str) -> str:
-        """The state directory of the being with this key."""
+        """The state directory of the being with this key (in PostgreSQL: its local files)."""
         top, *children = split_key(key)
         path = os.path.join(self.root, top, STATE_FOLDER)
         for child in children:
@@ -127,6 +156,19 @@ class FleetStore:
         for path in (self.root, top, os.path.join(top, WORKSPACE_FOLDER)):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o700)
+
+    def check_grant(self, key: str) -> None:
+        """A child new to a PostgreSQL store opens only where its parent funded it: its
+        grant is a file in its local state directory on that machine (elsewhere it would
+        be created without its money); refused as busy, so its visit is tried again."""
+        if self.url is None or len(split_key(key)) == 1 or self.holds(key):
+            return
+        state_dir = self.state_dir(key)
+        if not any(os.path.lexists(os.path.join(state_dir, name)) for name in GRANT_FILES):
+            raise StateLockedError(
+                f"child {key} is not born yet and its grant is not on this machine: it opens "
+                "first on the worker whose parent funded it"
+            )
 
 
 def split_key(key: str) -> list[str]:
@@ -151,16 +193,9 @@ def being_settings(
     the being's place; resumed when the place already holds it."""
     params = dict(worker_params)
     params.update(check_options(spec.options))
-    state_dir = store.state_dir(spec.key)
-    params["state_dir"] = state_dir
+    params["state_dir"] = store.state_dir(spec.key)
+    params["state_url"] = store.url
     params["workspace"] = store.workspace(spec.key)
-    params["resume"] = os.path.lexists(os.path.join(state_dir, STATE_FILE))
-    params["agent_id"] = split_key(spec.key)[0]  # a child keeps its parent's (spec §14)
+    params["resume"] = store.holds(spec.key)
+    params["agent_id"] = store.agent_id(spec.key)
     return resolve(params, config_file=config_file)
-
-
-def _shown(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)

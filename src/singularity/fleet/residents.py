@@ -218,6 +218,7 @@ class Residents:
             settings = being_settings(self.worker_params, self.config_file, self.store, spec)
             if spec.parent is None:
                 self.store.prepare(spec.key)
+            self.store.check_grant(spec.key)
             births = Births(spec.key)
             thread = BeingThread(spec.key)
 

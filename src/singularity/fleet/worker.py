@@ -1,6 +1,7 @@
 """A worker process: beings' workflows and visits on a task queue, and a queue of its own.
 
-`singularity worker --temporal HOST:PORT --state-url … [--task-queue Q]` (over TLS with
+`singularity worker --temporal HOST:PORT --state-url … [--local-dir D] [--task-queue Q]`
+(`--local-dir` with a PostgreSQL store: the beings' local files on this machine; over TLS with
 the options of `singularity.fleet.connection`) polls two queues: the shared one (workflow
 tasks, and visits that open a being anywhere) and its own (visits to the beings it holds
 open). SIGTERM or SIGINT stops it gracefully: visits in flight end at their beings' next
@@ -15,7 +16,7 @@ import logging
 import signal
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -42,7 +43,9 @@ class WorkerOptions:
     connection: TemporalConnection
     state_url: str
     task_queue: str
-    runtime_params: Mapping[str, Any]
+    local_dir: str | None = None
+    """The beings' local files on this machine, when their state lives in PostgreSQL."""
+    runtime_params: Mapping[str, Any] = field(default_factory=dict)
     config_file: str | None = None
     keep_idle_secs: float = KEEP_IDLE_SECS
     max_visits: int = MAX_VISITS
@@ -50,7 +53,7 @@ class WorkerOptions:
 
 async def run_worker(options: WorkerOptions, *, ready: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT; `ready` is told the worker's own queue once it polls."""
-    store = FleetStore.parse(options.state_url)
+    store = FleetStore.parse(options.state_url, options.local_dir)
     client = await connect(options.connection)
     name = worker_name()
     own_queue = f"{options.task_queue}@{name}:{uuid.uuid4().hex[:8]}"
@@ -87,11 +90,12 @@ async def run_worker(options: WorkerOptions, *, ready: Callable[[str], None] | N
     try:
         async with shared, own:
             log.info(
-                "worker %s polling %s and %s at %s",
+                "worker %s polling %s and %s at %s, beings in %s",
                 name,
                 options.task_queue,
                 own_queue,
                 options.connection.describe(),
+                store.shown(),
             )
             if ready is not None:
                 ready(own_queue)

@@ -275,7 +275,9 @@ class BeingWorkflow:
         try:
             await workflow.start_child_workflow(
                 BeingWorkflow.run,
-                Carry(child_spec),
+                # Its first visit goes to the worker that holds its parent, where its grant
+                # is (a PostgreSQL store keeps a being's local files per machine).
+                Carry(child_spec, resident=self.carry.resident),
                 id=child.key,
                 task_queue=workflow.info().task_queue,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
