@@ -308,7 +308,7 @@ def fleet_show(key: str, **params: Any) -> None:
     "folder",
     default=".singularity-fleet",
     show_default=True,
-    help="Folder of the trial: Temporal's database, PostgreSQL's data, the beings.",
+    help="Folder of the trial: Temporal's database, PostgreSQL's data, the beings' local files.",
 )
 @port_option(7233, "Temporal's port (0: any free port).")
 @click.option("--ui/--no-ui", default=True, show_default=True, help="Serve Temporal's web UI.")
@@ -335,14 +335,15 @@ def fleet_dev(folder: str, port: int, ui: bool) -> None:
     except RuntimeError as error:
         temporal.stop()
         raise RuntimeFailure(f"PostgreSQL did not start: {error}") from None
-    beings = os.path.join(root, "beings")
+    local = os.path.join(root, "beings")
     try:
         print_json(
             {
                 "temporal": temporal.target,
                 "postgresql": postgres.url,
-                "beings": beings,
-                "worker": f"singularity worker --temporal {temporal.target} --state-url {beings}",
+                "beings": local,
+                "worker": f"singularity worker --temporal {temporal.target} "
+                f"--state-url {postgres.url} --local-dir {local}",
             }
         )
         wait_forever()
