@@ -4,24 +4,39 @@ A worker process lives steps on a being in PostgreSQL; it is frozen with SIGSTOP
 lease runs out, this test takes the being over and lives steps of its own, then the worker
 is resumed with SIGCONT. Its next step must be refused (it exits saying so) and the being
 must hold each step exactly once: the worker's until the freeze, then ours.
+
+The same through the real runtime: a paying `singularity run` on a being in PostgreSQL is
+frozen mid-life, a second runtime boots the being and lives cycles of it, and the first,
+resumed, is refused its next write and stops; `singularity verify` passes and the ledger
+holds every debit once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from singularity.config import resolve
 from singularity.errors import FatalIoError, StateLockedError
+from singularity.runtime.lifecycle import Runtime
 from singularity.store.base import LeaseLost
+from singularity.store.opening import StorePlace, peek_events_at
 from singularity.store.postgres.store import PostgresStore
+from singularity.testing.scripted_server import ScriptedServer
+from tests.support.loop_crash_ledger import debit_ids, ledger_problems
+from tests.support.loop_crash_scenario import turns
 from tests.support.stores import a_being, live_a_step, new_place, store_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,8 +58,15 @@ def _take_over(url: str, place: str) -> PostgresStore:
 def test_a_frozen_runtime_cannot_write_after_a_takeover(tmp_path: Path) -> None:
     url, place = store_url(), new_place("postgresql", tmp_path)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.store_worker", "postgresql", place, url,
-         str(LEASE_SECS)],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.store_worker",
+            "postgresql",
+            place,
+            url,
+            str(LEASE_SECS),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -118,3 +140,119 @@ def test_a_step_after_the_lease_was_taken_is_refused_in_process(tmp_path: Path) 
     finally:
         first.db.close()
         second.close()
+
+
+# The paid, tool-heavy life of the crash loop (`test_crash_loop.py`).
+RUNTIME_SETTINGS = {
+    "input_price": "2.5",
+    "output_price": "10",
+    "instance_price": "3",
+    "starting_balance": "3",
+    "cycle_interval_secs": "0",
+    "max_tool_rounds": "8",
+    "max_tokens": "512",
+    "context_tokens": "2048",
+    "http_timeout_secs": "5",
+}
+EVENTS_BEFORE_FREEZE = 30
+FOREIGN_ENV = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
+
+
+def _stored_events(db: psycopg.Connection[tuple[int]], agent: str) -> int:
+    try:
+        row = db.execute(
+            "SELECT count(*) FROM singularity.activity WHERE agent_id = %s", (agent,)
+        ).fetchone()
+    except psycopg.errors.UndefinedTable:  # not migrated yet
+        return 0
+    return int(row[0]) if row else 0
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+async def _take_over_and_resume(second: Runtime, first: subprocess.Popen[bytes]) -> int:
+    """Live cycles of the being taken over, resume the frozen runtime, live on; its exit code."""
+    try:
+        for _ in range(2):
+            await second.once()
+        os.kill(first.pid, signal.SIGCONT)
+        code = await asyncio.to_thread(first.wait, 60)
+        await second.once()
+    finally:
+        await second.shutdown()
+    return code
+
+
+@pytest.mark.timeout(180)
+def test_a_frozen_singularity_run_is_refused_after_a_takeover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the in-process boot must not read a ./singularity.toml
+    url, agent = store_url(), new_place("postgresql", tmp_path)
+    (tmp_path / "workspace").mkdir()
+    log = tmp_path / "first.log"
+    with ScriptedServer(default=None) as server, psycopg.connect(url, autocommit=True) as db:
+        server.add(*turns(0, 2000))
+        flags = {
+            **RUNTIME_SETTINGS,
+            "workspace": str(tmp_path / "workspace"),
+            "brama_url": server.url,
+            "state_url": url,
+            "agent_id": agent,
+        }
+        argv = [sys.executable, "-m", "singularity", "run", "--state-dir", str(tmp_path / "a")]
+        for name, value in flags.items():
+            argv += ["--" + name.replace("_", "-"), value]
+        environment = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        with open(log, "w") as said:
+            first = subprocess.Popen(argv, cwd=tmp_path, env=environment, stderr=said)
+        try:
+            _wait_for(
+                lambda: (
+                    _stored_events(db, agent) >= EVENTS_BEFORE_FREEZE or first.poll() is not None
+                ),
+                "the first runtime's events",
+            )
+            assert first.poll() is None, log.read_text()[-2000:]
+            os.kill(first.pid, signal.SIGSTOP)
+            # Its lease runs out while it is frozen (it renews no more): ended here as its
+            # expiry would end it, rather than waited for (30 s).
+            db.execute(
+                "UPDATE singularity.leases SET expires_at = now() WHERE agent_id = %s", (agent,)
+            )
+            second = Runtime.boot(
+                resolve({**flags, "state_dir": str(tmp_path / "b"), "resume": True}, environ={})
+            )
+            frozen = list(second.being.events_at_open)
+            assert asyncio.run(_take_over_and_resume(second, first)) != 0
+            said = log.read_text()
+            assert re.search("took the being over|lease was taken over", said), said[-2000:]
+        finally:
+            if first.poll() is None:
+                os.kill(first.pid, signal.SIGCONT)
+                first.kill()
+                first.wait()
+        epoch = db.execute(
+            "SELECT epoch FROM singularity.leases WHERE agent_id = %s", (agent,)
+        ).fetchone()
+        assert epoch == (2,)
+    place = StorePlace.parse(url)
+    journal = peek_events_at(place, agent)
+    assert journal[: len(frozen)] == frozen and len(journal) > len(frozen)
+    state = second.being.state
+    assert ledger_problems(state, journal) == []
+    assert len(set(debit_ids(journal))) == len(debit_ids(journal))
+    verify = subprocess.run(
+        [sys.executable, "-m", "singularity", "verify", "--state-url", url, "--agent-id", agent],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
