@@ -155,6 +155,21 @@ def test_prompt_rendering_shows_calls_and_results() -> None:
     assert chat_prompt.signature(optional) == "- list(folder?: string): List"
 
 
+def test_the_results_of_one_round_share_a_user_turn() -> None:
+    turns = render_turns([FRAMING, *_exchange(0), *_exchange(1)])
+    assert [(turn.role, turn.result) for turn in turns] == [
+        ("user", False),
+        ("assistant", False),
+        ("user", True),
+        ("assistant", False),
+        ("user", True),
+    ]
+    assert turns[2].text == (
+        '<tool_response>\n{"memories":["fact 0"]}\n</tool_response>\n'
+        '<tool_response>\n{"memories":["fact 0"]}\n</tool_response>'
+    )
+
+
 def test_empty_answers_are_left_out_of_the_prompt() -> None:
     said = {"role": "assistant", "content": "I looked."}
     messages = [
@@ -336,12 +351,12 @@ def _exchange(index: int) -> list[dict[str, Any]]:
 
 def test_trimming_drops_a_call_together_with_its_results() -> None:
     small = LocalModel(_small(n_ctx=512, max_tokens=16, max_text_chars=40))
-    for count in range(8, 16):  # cuts landing on every position of a three-turn exchange
+    for count in range(8, 16):  # cuts landing on either turn of an exchange
         history = [FRAMING, *(m for i in range(count) for m in _exchange(i))]
         request = ChatRequest([SYSTEM, *history], TOOLS)
         text = small._llama.detokenize(small.prompt(request, 16), special=True).decode()
         turns = text.split(chat_prompt.START)[2:]
-        assert len(turns) < 3 * count, "nothing was dropped"
+        assert len(turns) < 1 + 2 * count, "nothing was dropped"
         assert turns[0].startswith("assistant\n<tool_call>"), turns[0]
     # The last call cannot be kept without its results: that is an overflow, not an orphan.
     tight = LocalModel(_small(n_ctx=320, max_tokens=16, max_text_chars=40))

@@ -8,10 +8,10 @@ when nothing needs a tool. Small models follow what they read last, so the instr
 sit next to the conversation, as in the layout Qwen2.5 was trained on; the tool list stays
 first, so that a change in the system messages (a being's new memory) leaves it evaluated.
 Earlier calls are shown in the same tagged form and tool results as `<tool_response>` user
-turns; an assistant message with neither text nor calls is left out, so that a model is
-never shown an empty answer to copy. Everything before the conversation is unchanged from
-one round to the next, so that the longest stable prefix of the prompt stays in
-llama.cpp's cache.
+turns (the results of one round in one turn, as Qwen2.5's own template has them); an
+assistant message with neither text nor calls is left out, so that a model is never shown
+an empty answer to copy. Everything before the conversation is unchanged from one round to
+the next, so that the longest stable prefix of the prompt stays in llama.cpp's cache.
 """
 
 from __future__ import annotations
@@ -119,7 +119,11 @@ def render_turns(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
             if shown:
                 turns.append(Turn("assistant", "\n".join(shown)))
         elif role == "tool":
-            turns.append(Turn("user", f"<tool_response>\n{text}\n</tool_response>", True))
+            response = f"<tool_response>\n{text}\n</tool_response>"
+            if turns and turns[-1].result:  # one round's results share a turn, as in Qwen2.5's
+                turns[-1] = Turn("user", f"{turns[-1].text}\n{response}", True)
+            else:
+                turns.append(Turn("user", response, True))
         elif role == "user":
             turns.append(Turn("user", text))
     return turns
