@@ -21,7 +21,7 @@ import pytest
 
 from singularity.jsoncodec import MAX_DEPTH, compact
 from singularity.money import LIMIT_TEXT, RANGE_TEXT
-from singularity.runtime.import_service import ImportService, socket_path
+from singularity.runtime.mind_import_service import ImportService, socket_path
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.import_socket import ask
 from tests.support.loop_http import Result, boot, cli_args, run
@@ -203,7 +203,9 @@ def test_a_deeply_nested_config_file(tmp_path: Path, cli: Callable[..., Result])
         result = cli("once", "--config", str(deep), *cli_args(tmp_path, server))
         assert server.completions == []
     assert result.code == 2
-    assert result.err.strip() == f"singularity: configuration: config file {deep}: nested too deeply"
+    assert (
+        result.err.strip() == f"singularity: configuration: config file {deep}: nested too deeply"
+    )
     assert not _being(tmp_path).exists()
 
 

@@ -31,7 +31,7 @@ from singularity.domain.state import AgentState
 from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
 from singularity.runtime.catalogue import part_definitions
-from singularity.runtime.importing import import_offline
+from singularity.runtime.mind_import import import_offline
 from tests.support.loop_http import make_cli
 
 SINGULARITY = Path(sys.executable).with_name("singularity")

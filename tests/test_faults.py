@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from singularity.runtime.import_service import SOCKET_NAME
+from singularity.runtime.mind_import_service import SOCKET_NAME
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.living import clean_environment, run_command
 from tests.support.loop_http import boot, cli_args, journal, run, state_of
@@ -64,15 +64,21 @@ def _spawn(root: Path, url: str, processes: list[subprocess.Popen[bytes]]) -> No
 
 def test_json_logs_are_only_json_and_each_fault_is_shown_once(tmp_path: Path) -> None:
     result = run_command(
-        tmp_path, "run", *cli_args(tmp_path, closed_port_url(), "--max-cycles", "3"),
-        "--log-format", "json",
+        tmp_path,
+        "run",
+        *cli_args(tmp_path, closed_port_url(), "--max-cycles", "3"),
+        "--log-format",
+        "json",
     )
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stderr.splitlines()]  # each one is JSON
     warnings = [line["message"] for line in lines if line["type"] == "warning"]
     assert len(warnings) == 3 and all("transport error" in w for w in warnings)
-    assert not [line for line in lines if "transport error" in str(line.get("message", ""))
-                and line["type"] != "warning"]  # shown once, as the journaled warning
+    assert not [
+        line
+        for line in lines
+        if "transport error" in str(line.get("message", "")) and line["type"] != "warning"
+    ]  # shown once, as the journaled warning
     assert [e["message"] for e in journal(tmp_path) if e["type"] == "warning"] == warnings
     sessions = tmp_path / "being" / "sanctum" / "memory" / "sessions"
     assert not sessions.exists() or list(sessions.iterdir()) == []  # no model round, no note
@@ -144,9 +150,7 @@ def test_an_offline_import_removes_a_socket_a_killed_runtime_left(
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["accepted"] is True
     assert not sock.exists()
-    assert [memory.text for memory in state_of(tmp_path).mind.memories] == [
-        "The user prefers tea."
-    ]
+    assert [memory.text for memory in state_of(tmp_path).mind.memories] == ["The user prefers tea."]
 
 
 def test_verify_beside_a_being_whose_model_call_is_in_flight(

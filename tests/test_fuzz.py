@@ -45,8 +45,8 @@ from singularity.gateway.wire import parse_completion
 from singularity.jsoncodec import compact
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.import_service import ImportService, decode_request, socket_path
 from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.mind_import_service import ImportService, decode_request, socket_path
 from singularity.runtime.summary import summarize
 from singularity.runtime.verify import (
     check_budget_against_journal,

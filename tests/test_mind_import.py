@@ -25,7 +25,7 @@ from singularity.domain.state import AgentState, parse_state
 from singularity.errors import StateError
 from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
-from singularity.runtime.importing import import_offline, refusal_message
+from singularity.runtime.mind_import import import_offline, refusal_message
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 SCHEMA = "singularity-mind-import-v1"

@@ -40,7 +40,7 @@ COMMANDS = {
         "singularity.cli.fleet:fleet", "Start, steer and watch the beings of a fleet."
     ),
     "import": LazyCommand(
-        "singularity.cli.importing:import_command",
+        "singularity.cli.mind_import:import_command",
         "Import memories, knowledge and profile facts into a being.",
     ),
     "journal": LazyCommand(

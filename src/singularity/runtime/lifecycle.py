@@ -31,8 +31,8 @@ from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.children import Starter, settle_unstarted_children, spawn_child_tools
 from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.extension import Extension
-from singularity.runtime.import_service import ImportService, socket_path
-from singularity.runtime.importing import refusal_message
+from singularity.runtime.mind_import import refusal_message
+from singularity.runtime.mind_import_service import ImportService, socket_path
 from singularity.runtime.operator import OperatorDesk
 from singularity.runtime.preflight import preflight
 from singularity.runtime.sanctum import SanctumExtension, sanctum_extension

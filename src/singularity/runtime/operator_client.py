@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from singularity.domain.operator import OperatorRequest
 from singularity.errors import RuntimeFailure, StateError
 from singularity.runtime.family import is_alive
-from singularity.runtime.import_service import socket_path, submit_operator
+from singularity.runtime.mind_import_service import socket_path, submit_operator
 from singularity.runtime.transcript import all_messages, cycle_reply
 from singularity.storage import fsio, inbox
 from singularity.storage.activity import Event, read_from

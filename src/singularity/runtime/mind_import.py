@@ -1,15 +1,18 @@
-"""`singularity import`: merge a mind-import document into a stopped being (spec §15.5)."""
+"""Importing a mind (spec §15.5): into a stopped being directly, into a running one through
+its state service (`mind_import_service`); the document itself is `domain.mind_import`."""
 
 from __future__ import annotations
 
 import logging
 import os
 import stat
+from typing import Any
 
 from singularity.domain import events
 from singularity.domain.mind_import import ImportReport, merge, parse_import, read_import_file
 from singularity.errors import StateError, StateLockedError
-from singularity.runtime.import_service import SOCKET_NAME
+from singularity.runtime.family import is_alive
+from singularity.runtime.mind_import_service import SOCKET_NAME, socket_path, submit
 from singularity.storage import fsio
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.directory import DirectoryStore
@@ -19,6 +22,20 @@ log = logging.getLogger(__name__)
 # The lock, not the saved status, tells whether a runtime is alive: a status left at
 # `running` by a crash does not block an import.
 RUNNING_MESSAGE = "the being is running; import through its local state service or stop it first"
+
+
+def import_file(file: str, state_dir: str) -> dict[str, Any]:
+    """Import the file into the being at `state_dir`, running or stopped; the report's JSON.
+
+    The lock, not the socket, says whether the being lives (decision 27): a socket left by
+    a killed runtime is removed by the offline import, under the lock.
+    """
+    service = socket_path(state_dir)
+    if os.path.lexists(service) and is_alive(state_dir):
+        document = read_import_file(file)
+        parse_import(document)
+        return submit(service, document)
+    return import_offline(file, state_dir).to_json()
 
 
 def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> ImportReport:
