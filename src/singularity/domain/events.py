@@ -58,10 +58,18 @@ def decode(event: Event) -> ActivityEvent | None:
     A known type missing a field, or with money that is not money, is an
     `EventShapeError` saying which.
     """
-    kind = RECORDS.get(str(event.get("type")))
+    kind = kind_of(event)
     if kind is None:
         return None
     return kind(**_arguments(kind, event))
+
+
+def kind_of(event: Event) -> type[ActivityEvent] | None:
+    """The record type a journaled event names, its fields unread; None for one unknown.
+
+    For the readers that tolerate a damaged journal and say themselves what is wrong in it.
+    """
+    return RECORDS.get(str(event.get("type")))
 
 
 def _arguments(kind: type[ActivityEvent], event: Event) -> dict[str, Any]:

@@ -45,13 +45,14 @@ from singularity.storage.activity import Event
 
 MILLION = Decimal(1_000_000)
 # Journal events that change the budget, each carrying an operation id (decisions 16, 17).
-LEDGER_ENTRIES = (
-    "cost_debited",
-    "child_funded",
-    "child_refunded",
-    "revenue_credited",
-    "operator_credited",
+LEDGER_RECORDS: tuple[type[events.ActivityEvent], ...] = (
+    events.CostDebited,
+    events.ChildFunded,
+    events.ChildRefunded,
+    events.RevenueCredited,
+    events.OperatorCredited,
 )
+LEDGER_ENTRIES = tuple(kind.type for kind in LEDGER_RECORDS)
 NANOS_PER_HOUR = Decimal(3_600_000_000_000)
 NANOS_PER_SECOND = 1_000_000_000
 MILLIS_PER_HOUR = Decimal(3_600_000)
@@ -301,16 +302,16 @@ def apply_operator_credit(budget: Budget, operation_id: str, amount: Decimal) ->
 def apply_entry(budget: Budget, event: Event) -> None:
     """Apply one journaled ledger entry (a debit, a funding, a refund, a credit) to the budget."""
     operation = str(event["operation_id"])
-    kind = event["type"]
-    if kind == "cost_debited":
+    kind = events.kind_of(event)
+    if kind is events.CostDebited:
         apply_debit(budget, operation, charge_of(event))
-    elif kind == "revenue_credited":
+    elif kind is events.RevenueCredited:
         apply_credit(budget, operation, _amount(event, "amount"))
-    elif kind == "operator_credited":
+    elif kind is events.OperatorCredited:
         apply_operator_credit(budget, operation, _amount(event, "amount"))
-    elif kind == "child_funded":
+    elif kind is events.ChildFunded:
         apply_funding(budget, operation, _amount(event, "amount"))
-    elif kind == "child_refunded":
+    elif kind is events.ChildRefunded:
         apply_funding(budget, operation, _amount(event, "amount").copy_negate())
 
 
@@ -357,7 +358,7 @@ def unsettled(budget: Budget, journal: list[Event]) -> tuple[list[Event], list[E
     if budget.last_operation is not None:
         for index, event in enumerate(journal):
             if (
-                event.get("type") in LEDGER_ENTRIES
+                events.kind_of(event) in LEDGER_RECORDS
                 and event.get("operation_id") == budget.last_operation
             ):
                 start = index + 1
@@ -367,15 +368,15 @@ def unsettled(budget: Budget, journal: list[Event]) -> tuple[list[Event], list[E
     pending: dict[str, Event] = {}
     missed: list[Event] = []
     for event in journal[start:]:
-        kind = event.get("type")
+        kind = events.kind_of(event)
         operation = event.get("operation_id")
         if not isinstance(operation, str):
             continue
-        if kind == "cost_reserved":
+        if kind is events.CostReserved:
             pending[operation] = event
-        elif kind == "cost_released":
+        elif kind is events.CostReleased:
             pending.pop(operation, None)
-        elif kind in LEDGER_ENTRIES:
+        elif kind in LEDGER_RECORDS:
             pending.pop(operation, None)
             missed.append(event)
     return missed, list(pending.values())

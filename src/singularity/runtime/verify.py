@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from singularity.domain import events
 from singularity.domain.budget import Budget
 from singularity.domain.mind import MAX_MEMORIES
 from singularity.domain.state import MAX_RECENT_ACTIONS, AgentState
@@ -29,7 +30,7 @@ from singularity.store.directory import check_log, replay
 from singularity.store.redo import REDO_FILE
 from singularity.timestamps import is_timestamp
 
-SETTLING = ("cost_reserved", "cost_debited", "cost_released")
+SETTLING = (events.CostReserved, events.CostDebited, events.CostReleased)
 STORED_JOURNAL = "the stored activity journal"
 
 
@@ -296,7 +297,7 @@ def state_warnings(state: AgentState) -> list[str]:
 
 def check_budget_against_journal(state: AgentState, journal: list[Event]) -> list[str]:
     """Once debits exist, the budget's spend equals the sum of journaled debits."""
-    debits = [event for event in journal if event.get("type") == "cost_debited"]
+    debits = [event for event in journal if events.kind_of(event) is events.CostDebited]
     if not debits:
         return []
     total = Decimal(0)
@@ -354,11 +355,11 @@ def check_ledger_against_journal(
     reserved: set[str] = set()
     settled: set[str] = set()
     for number, event in enumerate(journal, start=1):
-        kind, operation = event.get("type"), event.get("operation_id")
+        kind, operation = events.kind_of(event), event.get("operation_id")
         if not isinstance(operation, str) or kind not in SETTLING:
             continue
         where = f"{journal_name} {'line' if journal_name == ACTIVITY_FILE else 'event'} {number}"
-        if kind == "cost_reserved":
+        if kind is events.CostReserved:
             if operation in reserved:
                 problems.append(f"{where} reserves operation {operation} again")
             reserved.add(operation)

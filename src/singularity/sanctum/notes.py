@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from singularity.domain import events
 from singularity.money import ZERO, add, parse_money, render_money
 from singularity.sanctum.names import SESSIONS_PREFIX
 
@@ -63,35 +64,35 @@ class NoteKeeper:
 
     def observe(self, event: Event) -> None:
         """Take one journal event into account."""
-        kind = event.get("type")
-        if kind == "sanctum_initialized":
+        kind = events.kind_of(event)
+        if kind is events.SanctumInitialized:
             self.active = True
             return
         cycle = event.get("cycle")
         if not self.active or not isinstance(cycle, int):
             return
-        if kind == "cycle_started":
+        if kind is events.CycleStarted:
             self.open[cycle] = CycleDigest(cycle, str(event.get("at", "")))
             return
         digest = self.open.get(cycle)
         if digest is None:
             return
-        if kind == "session_note_auto" or (
-            kind == "sanctum_written" and str(event.get("path", "")).startswith(SESSIONS_PREFIX)
+        if kind is events.SessionNoteAuto or (
+            kind is events.SanctumWritten and str(event.get("path", "")).startswith(SESSIONS_PREFIX)
         ):
             del self.open[cycle]
-        elif kind == "tool_finished":
+        elif kind is events.ToolFinished:
             digest.tools[(str(event.get("tool")), str(event.get("status")))] += 1
-        elif kind == "model_completed":
+        elif kind is events.ModelCompleted:
             digest.model_calls += 1
             usage = event.get("usage")
             if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
                 digest.tokens += usage["total_tokens"]
-        elif kind == "cost_debited":
+        elif kind is events.CostDebited:
             digest.cost = add(digest.cost, _money(event.get("amount")))
-        elif kind == "revenue_credited":
+        elif kind is events.RevenueCredited:
             digest.revenue = add(digest.revenue, _money(event.get("amount")))
-        elif kind == "warning" and len(digest.warnings) < MAX_WARNINGS:
+        elif kind is events.Warned and len(digest.warnings) < MAX_WARNINGS:
             digest.warnings.append(str(event.get("message", ""))[:MAX_WARNING_CHARS])
 
     def due(self, through: int) -> list[CycleDigest]:
