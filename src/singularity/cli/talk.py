@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -11,14 +10,12 @@ import click
 from singularity.cli.options import settings_from, state_options, wait_options
 from singularity.cli.output import print_json
 from singularity.domain.operator import new_request
-from singularity.errors import RuntimeFailure, StateError
+from singularity.errors import RuntimeFailure
 from singularity.jsoncodec import compact
-from singularity.runtime.operator_client import deliver, wait_for_reply
-from singularity.runtime.transcript import Entry, Transcript, all_messages
-from singularity.storage import fsio
-from singularity.storage.activity import read_from
-from singularity.storage.statedir import STATE_FILE
-from singularity.store.directory import peek_state
+from singularity.runtime.being import place_of
+from singularity.runtime.being_feed import open_feed
+from singularity.runtime.operator_client import deliver_at, wait_for_reply
+from singularity.runtime.transcript import Entry, Transcript
 from singularity.timestamps import now_text
 
 FOLLOW_SECS = 0.5
@@ -30,13 +27,19 @@ FOLLOW_SECS = 0.5
 @click.argument("text")
 def say(text: str, wait: bool, timeout: float | None, **params: Any) -> None:
     """Send a message to a being; it reads it at the start of its next cycle."""
-    settings = settings_from(params)
+    settings = settings_from(params, on_postgres=True)
+    place = place_of(settings)
     request = new_request("message", now_text(), text=text)
-    delivery = deliver(settings.state_dir, request)
-    if not wait:
-        print_json({"request_id": delivery.request_id, "route": delivery.route})
-        return
-    outcome = wait_for_reply(settings.state_dir, request.id, timeout=timeout)
+    feed = open_feed(place, settings.agent_id) if wait else None
+    try:
+        delivery = deliver_at(place, settings.agent_id, request)
+        if feed is None:
+            print_json({"request_id": delivery.request_id, "route": delivery.route})
+            return
+        outcome = wait_for_reply(feed, request.id, timeout=timeout)
+    finally:
+        if feed is not None:
+            feed.close()
     if outcome.status != "completed" or outcome.reply is None:
         raise RuntimeFailure(
             f"cycle {outcome.cycle} read the message but ended {outcome.status} "
@@ -80,36 +83,17 @@ def render(entry: Entry) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def log_command(follow: bool, as_json: bool, **params: Any) -> None:
     """Print a being's conversation and actions as a transcript, archived messages included."""
-    state_dir = settings_from(params).state_dir
-    state = peek_state(state_dir)
-    if state is None:
-        raise StateError(f"no being state exists at {os.path.join(state_dir, STATE_FILE)}")
-    dir_fd = fsio.open_dir(state_dir)
+    settings = settings_from(params, on_postgres=True)
+    feed = open_feed(place_of(settings), settings.agent_id)
     try:
         builder = Transcript()
-        offset = 0
-        stamp: object = None
         while True:
-            if state is not None:
-                events, offset = read_from(dir_fd, offset)
-                builder.add_events(events)
-                for entry in builder.add_messages(all_messages(dir_fd, state, builder.seq)):
-                    click.echo(compact(entry.to_json()) if as_json else render(entry))
+            events, messages = feed.next()
+            builder.add_events(events)
+            for entry in builder.add_messages(messages):
+                click.echo(compact(entry.to_json()) if as_json else render(entry))
             if not follow:
                 return
             time.sleep(FOLLOW_SECS)
-            state, stamp = _changed(state_dir, stamp)
     finally:
-        os.close(dir_fd)
-
-
-def _changed(state_dir: str, stamp: object) -> tuple[Any, object]:
-    """The state when `state.json` changed since `stamp` (else None), and its new stamp."""
-    try:
-        info = os.stat(os.path.join(state_dir, STATE_FILE))
-    except FileNotFoundError:
-        return None, stamp
-    now = (info.st_mtime_ns, info.st_size, info.st_ino)
-    if now == stamp:
-        return None, stamp
-    return peek_state(state_dir), now
+        feed.close()

@@ -18,7 +18,6 @@ wrote) is shown, read only.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Any
 
@@ -44,7 +43,7 @@ from singularity.sanctum.store import MAX_READ_BYTES
 from singularity.state_place import shown_url
 from singularity.store.base import state_of
 from singularity.store.postgres.census import Resident, census, events_after, messages_from
-from singularity.store.postgres.places import place_of
+from singularity.store.postgres.places import NOT_RECORDED, local_dir
 from singularity.store.postgres.sanctum import latest
 from singularity.store.postgres.store import Connection, connect, read_snapshot
 
@@ -54,12 +53,6 @@ THROUGH = (
     "chat, pause, resume, stop, top-up, sanctum edits and reviews go through that "
     "directory's inbox, so this console cannot hand them to the being"
 )
-NOT_RECORDED = (
-    "{agent} lives in the PostgreSQL state store, which does not record where its state "
-    "directory is: " + THROUGH
-)
-ELSEWHERE = "{agent} keeps its state directory {state_dir} on host {host}, not here: " + THROUGH
-MISSING = "{agent}'s state directory {state_dir} is not on this machine: " + THROUGH
 
 
 class PostgresSource:
@@ -267,16 +260,10 @@ class PostgresSource:
         can)."""
         self._resident(key)
         try:
-            place = place_of(self._connection(), key)
+            state_dir, reason = local_dir(self._connection(), key)
         except psycopg.Error as error:
             raise self._failed(error) from None
-        if place is None:
-            return None, NOT_RECORDED.format(agent=key)
-        if not place.here:
-            return place.state_dir, ELSEWHERE.format(agent=key, **vars(place))
-        if not os.path.isdir(place.state_dir):
-            return place.state_dir, MISSING.format(agent=key, state_dir=place.state_dir)
-        return place.state_dir, None
+        return state_dir, (None if reason is None else f"{reason}: {THROUGH}")
 
     def out_of_reach(self, key: str) -> str | None:
         return self._local_dir(key)[1]
@@ -284,5 +271,5 @@ class PostgresSource:
     def deliver(self, key: str, request: OperatorRequest) -> Delivery:
         state_dir, reason = self._local_dir(key)
         if state_dir is None or reason is not None:
-            raise OutOfReach(reason or NOT_RECORDED.format(agent=key))
+            raise OutOfReach(reason or f"{NOT_RECORDED.format(agent=key)}: {THROUGH}")
         return hand_over(state_dir, request)

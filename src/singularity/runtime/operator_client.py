@@ -3,7 +3,8 @@
 A living `run` takes the request through its local socket, queues it durably and wakes
 at once; otherwise (a stopped being, or one that serves no socket) the request goes
 straight into the inbox, where the being finds it at its next start or safe point.
-Liveness is decided by the lock (decision 27).
+Liveness is decided by the lock (decision 27). A being in a PostgreSQL store is reached
+through the state directory its runtime recorded there, when that is on this host.
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from singularity.domain.operator import OperatorRequest
+from singularity.domain.records import ChatMessage
 from singularity.errors import RuntimeFailure, StateError
+from singularity.runtime.being_feed import Feed
 from singularity.runtime.family import is_alive
 from singularity.runtime.mind_import_service import socket_path, submit_operator
-from singularity.runtime.transcript import all_messages, cycle_reply
-from singularity.storage import fsio, inbox
-from singularity.storage.activity import Event, read_from
+from singularity.runtime.transcript import cycle_reply
+from singularity.state_place import StorePlace
+from singularity.storage import inbox
+from singularity.storage.activity import Event
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.directory import peek_state
 
 POLL_SECS = 0.2
+THROUGH = "messages go through that directory's inbox and socket, so they cannot reach it"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,16 @@ def deliver(state_dir: str, request: OperatorRequest) -> Delivery:
     if peek_state(state_dir) is None:
         raise StateError(f"no being state exists at {os.path.join(state_dir, STATE_FILE)}")
     return hand_over(state_dir, request)
+
+
+def deliver_at(place: StorePlace, agent_id: str, request: OperatorRequest) -> Delivery:
+    """Hand a request to the being at `place`: in a PostgreSQL store, through the state
+    directory its runtime recorded, which must be on this host."""
+    if not place.is_postgres:
+        return deliver(place.location, request)
+    from singularity.store.postgres.places import reachable_dir
+
+    return hand_over(reachable_dir(place.location, agent_id, THROUGH), request)
 
 
 def hand_over(state_dir: str, request: OperatorRequest) -> Delivery:
@@ -65,7 +80,7 @@ class Outcome:
 
 
 def wait_for_reply(
-    state_dir: str,
+    feed: Feed,
     request_id: str,
     *,
     timeout: float | None = None,
@@ -73,22 +88,21 @@ def wait_for_reply(
 ) -> Outcome:
     """Wait until the cycle that received the message ends; its status and reply."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    offset = 0
     cycle: int | None = None
-    dir_fd = fsio.open_dir(state_dir)
-    try:
-        while True:
-            found, offset = read_from(dir_fd, offset)
-            for event in found:
-                cycle, ended = _follow(event, request_id, cycle)
-                if cycle is not None and ended is not None:
-                    return _outcome(dir_fd, state_dir, cycle, ended)
-            if deadline is not None and time.monotonic() > deadline:
-                where = "reached the being" if cycle is None else f"got its reply (cycle {cycle})"
-                raise RuntimeFailure(f"the message has not {where} within {timeout:g} s")
-            sleep(POLL_SECS)
-    finally:
-        os.close(dir_fd)
+    messages: list[ChatMessage] = []
+    while True:
+        found, more = feed.next()
+        messages += more
+        for event in found:
+            cycle, ended = _follow(event, request_id, cycle)
+            if cycle is not None and ended is not None:
+                messages += feed.next()[1]  # the state as the cycle left it
+                reply = cycle_reply(messages, cycle) if ended == "completed" else None
+                return Outcome(cycle, ended, reply)
+        if deadline is not None and time.monotonic() > deadline:
+            where = "reached the being" if cycle is None else f"got its reply (cycle {cycle})"
+            raise RuntimeFailure(f"the message has not {where} within {timeout:g} s")
+        sleep(POLL_SECS)
 
 
 def _follow(event: Event, request_id: str, cycle: int | None) -> tuple[int | None, str | None]:
@@ -107,11 +121,3 @@ def _follow(event: Event, request_id: str, cycle: int | None) -> tuple[int | Non
     if kind == "stopped":
         return cycle, f"stopped ({event.get('status')})"
     return cycle, None
-
-
-def _outcome(dir_fd: int, state_dir: str, cycle: int, status: str) -> Outcome:
-    state = peek_state(state_dir)
-    reply = None
-    if state is not None and status == "completed":
-        reply = cycle_reply(all_messages(dir_fd, state), cycle)
-    return Outcome(cycle, status, reply)
