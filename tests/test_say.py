@@ -8,6 +8,10 @@ never its text). `say --wait` prints the being's plain reply of that cycle. `log
 the whole conversation, archived messages included, with tool calls, their outcomes as
 the model saw them and each round's cost; `--json` prints one object a line; `--follow`
 keeps printing as the being lives.
+
+A being in a PostgreSQL store (`--state-url`, `--agent-id`) is talked to through the
+state directory its runtime recorded there (refused, saying why, when none is recorded),
+and its transcript is read from the store without its lease.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ import json
 import queue
 import signal
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from singularity.store.opening import StorePlace, open_store_at, peek_events_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.living import Process, wait_until
 from tests.support.loop_http import (
@@ -31,11 +37,11 @@ from tests.support.loop_http import (
     run,
     state_of,
 )
+from tests.support.stores import a_being, live_a_step, store_url
 
 PRICES = ("--input-price", "1", "--output-price", "2")
 QUESTION = "What is two and two?"
 OPERATOR_TEXT = f"Message from your operator: {QUESTION}"
-
 
 
 @pytest.fixture
@@ -48,7 +54,11 @@ def processes() -> Iterator[list[Process]]:
 
 def inbox_files(root: Path) -> list[str]:
     folder = root / "being" / "inbox"
-    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+    return (
+        sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        if folder.exists()
+        else []
+    )
 
 
 def of_type(root: Path, kind: str) -> list[dict[str, object]]:
@@ -151,7 +161,9 @@ def test_say_wait_prints_the_reply_of_a_living_being_and_log_follows(
         processes.append(follow)
         lines = Lines(follow)
         lines.until("being: resting", follow)
-        said = cli("say", "--wait", "--timeout", "60", "--state-dir", str(tmp_path / "being"), QUESTION)
+        said = cli(
+            "say", "--wait", "--timeout", "60", "--state-dir", str(tmp_path / "being"), QUESTION
+        )
         requests = server.completions
         lines.until("being: four", follow)
         being.process.send_signal(signal.SIGTERM)
@@ -167,12 +179,27 @@ def test_say_wait_prints_the_reply_of_a_living_being_and_log_follows(
     printed = lines.seen
     assert "── cycle 2" in "\n".join(printed)
     assert f"operator: {QUESTION}" in printed
-    assert any(line.startswith('  → singularity_memory_remember {"kind":"note"') for line in printed)
-    assert any(line.startswith("  ← singularity_memory_remember success: {\"memory_id\":") for line in printed)
+    assert any(
+        line.startswith('  → singularity_memory_remember {"kind":"note"') for line in printed
+    )
+    assert any(
+        line.startswith('  ← singularity_memory_remember success: {"memory_id":')
+        for line in printed
+    )
     assert sum(line.startswith("  · round cost ") for line in printed) == 3
-    entries = [json.loads(line) for line in cli("log", "--json", "--state-dir", str(tmp_path / "being")).out.splitlines()]
+    entries = [
+        json.loads(line)
+        for line in cli("log", "--json", "--state-dir", str(tmp_path / "being")).out.splitlines()
+    ]
     assert [e["kind"] for e in entries if e["cycle"] == 2] == [
-        "cycle", "framing", "operator", "call", "cost", "result", "being", "cost",
+        "cycle",
+        "framing",
+        "operator",
+        "call",
+        "cost",
+        "result",
+        "being",
+        "cost",
     ]
     costs = [e for e in entries if e["kind"] == "cost"]
     debits = of_type(tmp_path, "cost_debited")
@@ -210,3 +237,93 @@ def test_log_reads_the_archived_conversation_too(
     assert sorted({e["seq"] for e in entries}) == list(range(total))
     assert [e["text"] for e in entries if e["kind"] == "being"] == [f"done {n}" for n in range(4)]
     assert [e["cycle"] for e in entries if e["kind"] == "cycle"] == [1, 2, 3, 4]
+
+
+def in_store(agent: str) -> list[str]:
+    return ["--state-url", store_url(), "--agent-id", agent]
+
+
+def stored_events(agent: str, kind: str) -> list[dict[str, object]]:
+    place = StorePlace.parse(store_url())
+    return [event for event in peek_events_at(place, agent) if event["type"] == kind]
+
+
+def test_a_message_to_a_stopped_being_in_postgres_reaches_its_next_start(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:12]}"
+    with ScriptedServer([Turn.text("first life"), Turn.text("four")]) as server:
+        first = cli("once", *cli_args(tmp_path, server, *PRICES), *in_store(agent))
+        assert first.code == 0, first.err
+        said = cli("say", *in_store(agent), QUESTION)
+        assert said.code == 0, said.err
+        receipt = json.loads(said.out)
+        assert receipt["route"] == "inbox" and len(inbox_files(tmp_path)) == 1
+        again = cli("once", "--resume", *cli_args(tmp_path, server, *PRICES), *in_store(agent))
+        requests = server.completions
+    assert again.code == 0, again.err
+    assert requests[1].json["messages"][-1] == {
+        "role": "user",
+        "name": "operator",
+        "content": OPERATOR_TEXT,
+    }
+    assert json.loads(again.out)["final_content"] == "four"
+    assert stored_events(agent, "operator_message")[0]["request_id"] == receipt["request_id"]
+    assert inbox_files(tmp_path) == []
+    printed = cli("log", *in_store(agent))
+    assert printed.code == 0, printed.err
+    lines = printed.out.splitlines()
+    assert lines[0].startswith("── cycle 1 · ")
+    assert "being: first life" in lines and f"operator: {QUESTION}" in lines
+    assert lines[-2:] == ["being: four", lines[-1]] and lines[-1].startswith("  · round cost ")
+    entries = [json.loads(line) for line in cli("log", "--json", *in_store(agent)).out.splitlines()]
+    costs = [entry["amount"] for entry in entries if entry["kind"] == "cost"]
+    assert costs == [event["amount"] for event in stored_events(agent, "cost_debited")]
+
+
+def test_say_wait_prints_the_reply_of_a_being_living_in_postgres(
+    tmp_path: Path, cli: Callable[..., Result], processes: list[Process]
+) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:12]}"
+    with ScriptedServer([Turn.text("resting"), Turn.text("four")]) as server:
+        args = cli_args(tmp_path, server, *PRICES)
+        args[args.index("--cycle-interval-secs") + 1] = "3600"
+        being = Process(["run", *args, *in_store(agent)], tmp_path, tmp_path / "run.txt")
+        processes.append(being)
+        wait_until(lambda: len(stored_events(agent, "cycle_finished")) == 1, "cycle 1", being)
+        said = cli("say", "--wait", "--timeout", "60", *in_store(agent), QUESTION)
+        requests = server.completions
+        being.process.send_signal(signal.SIGTERM)
+        assert being.wait() == 0, being.stderr()
+    assert (said.code, said.out) == (0, "four\n"), said.err
+    assert requests[1].json["messages"][-1] == {
+        "role": "user",
+        "name": "operator",
+        "content": OPERATOR_TEXT,
+    }
+    assert stored_events(agent, "operator_message")[0]["cycle"] == 2
+
+
+def test_say_refuses_a_being_in_postgres_whose_state_directory_is_not_recorded(
+    cli: Callable[..., Result],
+) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:12]}"
+    store = open_store_at(StorePlace.parse(store_url()), agent)
+    state = a_being(agent)
+    store.commit(state, live_a_step(state, 0))
+    store.close()
+    refused = cli("say", *in_store(agent), "hello")
+    assert refused.code == 4
+    assert (
+        f"{agent} lives in the PostgreSQL state store, which does not record where its state "
+        "directory is: messages go through that directory's inbox and socket" in refused.err
+    )
+    nobody = cli("say", *in_store("nobody-at-all"), "hello")
+    assert nobody.code == 4 and "no being state exists for being nobody-at-all in" in nobody.err
+    read = cli("log", "--json", *in_store(agent))
+    assert read.code == 0, read.err
+    entries = [json.loads(line) for line in read.out.splitlines()]
+    assert [(entry["kind"], entry["tool"]) for entry in entries] == [
+        ("call", "remember"),
+        ("result", "remember"),
+    ]

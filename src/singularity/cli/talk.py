@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import settings_from, state_options, wait_options
+from singularity.cli.options import settings_from, store_options, wait_options
 from singularity.cli.output import print_json
 from singularity.domain.operator import new_request
 from singularity.errors import RuntimeFailure
@@ -22,7 +22,7 @@ FOLLOW_SECS = 0.5
 
 
 @click.command()
-@state_options
+@store_options
 @wait_options("With --wait: give up after this many seconds [default: wait as long as it takes].")
 @click.argument("text")
 def say(text: str, wait: bool, timeout: float | None, **params: Any) -> None:
@@ -78,7 +78,7 @@ def render(entry: Entry) -> str:
 
 
 @click.command(name="log")
-@state_options
+@store_options
 @click.option("--follow", "-f", is_flag=True, help="Keep printing as the being lives.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a line.")
 def log_command(follow: bool, as_json: bool, **params: Any) -> None:
