@@ -99,19 +99,14 @@ class PostgresFeed:
     def __init__(self, url: str, agent_id: str) -> None:
         import psycopg
 
-        from singularity.store.postgres.census import holds_beings
+        from singularity.store.postgres.census import holds_being
         from singularity.store.postgres.store import connect
 
         self.agent_id = agent_id
         self.label = StorePlace("postgresql", url).label(agent_id)
         self.db = connect(url)
         try:
-            found = (
-                holds_beings(self.db)
-                and self.db.execute(
-                    "SELECT 1 FROM singularity.beings WHERE agent_id = %s", (agent_id,)
-                ).fetchone()
-            )
+            found = holds_being(self.db, agent_id)
         except psycopg.Error as error:
             self.close()
             raise StateError(f"cannot read {self.label}: {error}") from None

@@ -46,6 +46,14 @@ def holds_beings(db: Connection) -> bool:
     return found is not None and found[0] is not None
 
 
+def holds_being(db: Connection, agent_id: str) -> bool:
+    """Whether the store holds the being `agent_id`."""
+    if not holds_beings(db):
+        return False
+    found = db.execute("SELECT 1 FROM singularity.beings WHERE agent_id = %s", (agent_id,))
+    return found.fetchone() is not None
+
+
 def census(db: Connection) -> list[Resident]:
     """Every being of the store, oldest first."""
     if not holds_beings(db):

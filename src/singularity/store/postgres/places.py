@@ -15,6 +15,7 @@ import psycopg
 
 from singularity.errors import StateError
 from singularity.state_place import shown_url
+from singularity.store.postgres.census import holds_being
 from singularity.store.postgres.store import HOLD, Batch, Connection, PostgresStore, connect
 
 RECORD = """
@@ -84,15 +85,7 @@ def reachable_dir(url: str, agent_id: str, through: str) -> str:
     a `StateError` saying why not, then `through` (what goes through it), otherwise."""
     db = connect(url)
     try:
-        found = db.execute("SELECT to_regclass('singularity.beings')").fetchone()
-        known = (
-            found is not None
-            and found[0] is not None
-            and db.execute(
-                "SELECT 1 FROM singularity.beings WHERE agent_id = %s", (agent_id,)
-            ).fetchone()
-        )
-        if not known:
+        if not holds_being(db, agent_id):
             raise StateError(f"no being state exists for being {agent_id} in {shown_url(url)}")
         state_dir, reason = local_dir(db, agent_id)
     except psycopg.Error as error:
