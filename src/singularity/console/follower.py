@@ -13,21 +13,26 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from singularity.domain import events
 from singularity.money import parse_money
 from singularity.storage.activity import Event
 
 RECENT_EVENTS = 200
 ROUND_EVENTS = 1000
-TRANSCRIPT_EVENTS = frozenset(
-    {"cycle_started", "cycle_finished", "model_completed", "cost_debited"}
+TRANSCRIPT_EVENTS: frozenset[type[events.ActivityEvent]] = frozenset(
+    {events.CycleStarted, events.CycleFinished, events.ModelCompleted, events.CostDebited}
 )
 # Ledger entries and the sign they move `remaining` by.
-LEDGER_SIGNS = {
-    "cost_debited": -1,
-    "revenue_credited": 1,
-    "operator_credited": 1,
-    "child_funded": -1,
-    "child_refunded": 1,
+LEDGER_SIGNS: dict[type[events.ActivityEvent], int] = {
+    events.CostDebited: -1,
+    events.RevenueCredited: 1,
+    events.OperatorCredited: 1,
+    events.ChildFunded: -1,
+    events.ChildRefunded: 1,
+}
+SANCTUM_WRITERS: dict[type[events.ActivityEvent], str] = {
+    events.SanctumWritten: "being",
+    events.OperatorSanctumWritten: "operator",
 }
 
 
@@ -87,7 +92,7 @@ class Follower:
         self.offset = offset
 
     def _observe(self, event: Event) -> None:
-        kind = str(event.get("type"))
+        kind = events.kind_of(event)
         self.count += 1
         self.last_event = event
         self.recent.append(event)
@@ -96,22 +101,25 @@ class Follower:
         request_id = event.get("request_id")
         if isinstance(request_id, str):
             self.applied.add(request_id)
+        if kind is None:
+            return
         if kind in LEDGER_SIGNS:
             try:
                 amount = parse_money(event.get("amount"))
             except ValueError:
                 return
-            self.ledger.append(LedgerPoint(str(event.get("at")), kind, amount * LEDGER_SIGNS[kind]))
-        elif kind == "operator_paused":
+            point = LedgerPoint(str(event.get("at")), kind.type, amount * LEDGER_SIGNS[kind])
+            self.ledger.append(point)
+        elif kind is events.OperatorPaused:
             self.paused = True
-        elif kind == "operator_resumed":
+        elif kind is events.OperatorResumed:
             self.paused = False
-        elif kind == "self_edit_proposed":
+        elif kind is events.SelfEditProposed:
             self.proposals[str(event.get("proposal_id"))] = event
-        elif kind == "self_edit_decided":
+        elif kind is events.SelfEditDecided:
             self.proposals.pop(str(event.get("proposal_id")), None)
-        elif kind in ("sanctum_written", "operator_sanctum_written"):
-            by = "operator" if kind.startswith("operator") else "being"
+        elif kind in SANCTUM_WRITERS:
+            by = SANCTUM_WRITERS[kind]
             cycle = event.get("cycle")
             self.sanctum.setdefault(str(event.get("path")), []).append(
                 Change(
@@ -121,12 +129,12 @@ class Follower:
                     int(event.get("bytes", 0)),
                 )
             )
-        elif kind.startswith("journal_"):
+        else:
             self._journal(kind, event)
 
-    def _journal(self, kind: str, event: Event) -> None:
+    def _journal(self, kind: type[events.ActivityEvent], event: Event) -> None:
         meta = self.journal
-        if kind == "journal_entry_added":
+        if kind is events.JournalEntryAdded:
             meta.entries += 1
             meta.last_entry_at = str(event.get("at"))
             if event.get("redacted"):
@@ -134,9 +142,9 @@ class Follower:
             mood = event.get("mood")
             if isinstance(mood, str) and mood:
                 meta.moods[mood] += 1
-        elif kind == "journal_recalled":
+        elif kind is events.JournalRecalled:
             meta.recalls += 1
-        elif kind == "journal_promoted":
+        elif kind is events.JournalPromoted:
             meta.promoted += 1
-        elif kind == "journal_purged":
+        elif kind is events.JournalPurged:
             meta.purged += int(event.get("count", 0))
