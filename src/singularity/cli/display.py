@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.spinner import Spinner
 from rich.text import Text
 
-from singularity.domain import notices
+from singularity.domain import events, notices
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import compact, loads_strict
 from singularity.money import parse_money, render_money, sub
@@ -184,18 +184,18 @@ class LiveView:
         )
 
     _handlers: ClassVar[dict[str, Callable[[LiveView, Event], Any]]] = {
-        "started": _started,
-        "cycle_started": _cycle,
+        events.Started.type: _started,
+        events.CycleStarted.type: _cycle,
         notices.MODEL_CALL_STARTED: _waiting,
-        "model_completed": _completed,
+        events.ModelCompleted.type: _completed,
         notices.MODEL_ANSWERED: _said,
-        "output_bounded": _bounded_output,
-        "tool_finished": _tool,
+        events.OutputBounded.type: _bounded_output,
+        events.ToolFinished.type: _tool,
         notices.TOOL_ANSWERED: _tool_answer,
-        "cost_debited": _paid,
-        "revenue_credited": _earned,
-        "warning": _warning,
-        "stopped": _stopped,
+        events.CostDebited.type: _paid,
+        events.RevenueCredited.type: _earned,
+        events.Warned.type: _warning,
+        events.Stopped.type: _stopped,
     }
 
 
