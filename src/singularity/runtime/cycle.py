@@ -254,7 +254,8 @@ async def live_cycle(life: Life) -> CycleReport:
     being.journal(events.CycleStarted(being.now(), state.cycle))
     opening = opening_messages(life, state.cycle) + life.inbox(state.cycle)
     state.conversation.extend(opening)
-    being.save()
+    # Not saved here: the opening is durable with the first reservation (one step before
+    # the first model call), or with the step that ends a cycle which makes none.
     actions: list[str] = []
     tools = life.catalogue.definitions
     for _ in range(life.limits.max_tool_rounds):
@@ -306,9 +307,9 @@ async def live_cycle(life: Life) -> CycleReport:
         if not calls and not completion.content.strip():
             # Spec 7.2 ends the cycle as `completed` all the same; the journal says what it was.
             being.journal(events.Warned(being.now(), state.cycle, EMPTY_ANSWER))
-        being.save()  # the completion, its debit and the answer, before any tool runs
-        if not calls:
+        if not calls:  # the answer is durable with the cycle's closing step (`live_one`)
             return life.report("completed", actions, completion.content)
+        being.save()  # the completion, its debit and the answer, before any tool runs
         for index, call in enumerate(calls):
             if life.stop_requested():
                 for skipped in calls[index:]:
