@@ -291,6 +291,9 @@ def test_an_unknown_type_decodes_to_nothing_and_a_bad_event_says_what() -> None:
         events.decode({"type": "cost_released", "at": AT, "cycle": 1})
     with pytest.raises(events.EventShapeError, match="pulse_finished event has a bad cost"):
         events.decode({"type": "pulse_finished", "at": AT, "cycle": 1, "status": "x", "cost": "a"})
+    for usage in ("many", {"prompt_tokens": "a"}, {"completion_tokens": -1}):
+        with pytest.raises(events.EventShapeError, match="model_completed event has a bad usage"):
+            events.decode({"type": "model_completed", "at": AT, "cycle": 1, "usage": usage})
 
 
 def test_spec_field_order_of_the_baseline_events() -> None:

@@ -90,11 +90,21 @@ def _arguments(kind: type[ActivityEvent], event: Event) -> dict[str, Any]:
             except ValueError:
                 raise EventShapeError(f"{kind.type} event has a bad {each.name}") from None
         elif hint is Usage:
-            if not isinstance(value, dict):
+            counts = (
+                [value.get(name, 0) for name in USAGE_COUNTS] if isinstance(value, dict) else []
+            )
+            if len(counts) != len(USAGE_COUNTS) or not all(map(_is_count, counts)):
                 raise EventShapeError(f"{kind.type} event has a bad {each.name}")
-            value = Usage(value.get("prompt_tokens", 0), value.get("completion_tokens", 0))
+            value = Usage(*counts)
         arguments[each.name] = value
     return arguments
+
+
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens")
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _hints(kind: type[ActivityEvent]) -> dict[str, Any]:
