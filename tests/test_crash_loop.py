@@ -62,7 +62,7 @@ from tests.support.zygote import Zygote, running
 DEFAULT_KILLS = 60  # enough for a being to fill its window and run out of money
 SLOW_KILLS = 1000
 # On PostgreSQL: the 200 kills in the slow tier, a reduced loop by default.
-POSTGRES_DEFAULT_KILLS = 15
+POSTGRES_DEFAULT_KILLS = 20
 POSTGRES_SLOW_KILLS = 200
 # A process is killed after 1 to this many journal appends (a round appends 5 to 7)...
 MAX_EVENTS_PER_LIFE = 48
