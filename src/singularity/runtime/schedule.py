@@ -89,18 +89,23 @@ class LoopSchedule(Protocol):
 
 
 @dataclass
-class Cycles:
-    """Cycles one after the other, `limit` of them at most (`run --max-cycles`)."""
+class Limited:
+    """A schedule of `limit` steps at most, over early when a step ends the loop."""
 
     limit: int | None = None
     count: int = 0
     ended: bool = False
-    """A cycle found the being unable to pay, or stopped."""
+    """A step found the being unable to pay, or stopped."""
 
     @property
     def over(self) -> bool:
-        """Whether `limit` cycles were lived or the last one ended the loop."""
+        """Whether `limit` steps were lived or the last one ended the loop."""
         return self.ended or (self.limit is not None and self.count >= self.limit)
+
+
+@dataclass
+class Cycles(Limited):
+    """Cycles one after the other, `limit` of them at most (`run --max-cycles`)."""
 
     def wait(self, living: Living) -> float:
         """A cycle may always start at once: the rest comes after the one before."""
@@ -156,18 +161,8 @@ class PulseReport:
 
 
 @dataclass
-class PulseSchedule:
+class PulseSchedule(Limited):
     """Pulses whenever one is due outside quiet hours, `limit` of them at most."""
-
-    limit: int | None = None
-    count: int = 0
-    ended: bool = False
-    """A pulse found the being unable to pay."""
-
-    @property
-    def over(self) -> bool:
-        """Whether `limit` pulses were lived or the last one ended the loop."""
-        return self.ended or (self.limit is not None and self.count >= self.limit)
 
     def wait(self, living: Living) -> float:
         """0 when a pulse is due and the hour is not quiet; else how long to look away."""
