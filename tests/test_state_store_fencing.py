@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from singularity.store.postgres.store import PostgresStore
 from singularity.testing.scripted_server import ScriptedServer
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import turns
+from tests.support.polling import wait_for
 from tests.support.stores import a_being, live_a_step, new_place, store_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,13 +168,6 @@ def _stored_events(db: psycopg.Connection[tuple[int]], agent: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 async def _take_over_and_resume(second: Runtime, first: subprocess.Popen[bytes]) -> int:
     """Live cycles of the being taken over, resume the frozen runtime, live on; its exit code."""
     try:
@@ -212,7 +205,7 @@ def test_a_frozen_singularity_run_is_refused_after_a_takeover(
         with open(log, "w") as said:
             first = subprocess.Popen(argv, cwd=tmp_path, env=environment, stderr=said)
         try:
-            _wait_for(
+            wait_for(
                 lambda: (
                     _stored_events(db, agent) >= EVENTS_BEFORE_FREEZE or first.poll() is not None
                 ),
