@@ -66,6 +66,7 @@ run: setup
 
 test: setup-tests
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not slow" -q
 

@@ -148,7 +148,10 @@ class AgentsBeing:
         """Run the agent from one user message until it answers in text: the seconds taken."""
         started = time.perf_counter()
         result = await Runner.run(
-            self.agent, opening, session=self.session, run_config=self.config,
+            self.agent,
+            opening,
+            session=self.session,
+            run_config=self.config,
             max_turns=rounds + 2,
         )
         elapsed = time.perf_counter() - started

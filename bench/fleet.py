@@ -49,9 +49,14 @@ POLL_SECS = 0.5
 def being_flags(gateway: ScriptedServer) -> list[str]:
     """Runtime flags both sides share: the gateway, prices, no sleep between cycles."""
     return [
-        "--brama-url", gateway.url,
-        "--input-price", "1", "--output-price", "2",
-        "--cycle-interval-secs", "0",
+        "--brama-url",
+        gateway.url,
+        "--input-price",
+        "1",
+        "--output-price",
+        "2",
+        "--cycle-interval-secs",
+        "0",
     ]
 
 
@@ -112,7 +117,11 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
 def _spawn(command: list[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
-            command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
             start_new_session=True,
         )
 
@@ -124,8 +133,13 @@ def run_side(root: Path, gateway: ScriptedServer, beings: int, seconds: float) -
         home = root / f"being-{index}"
         home.mkdir()
         command = [
-            SINGULARITY, "run", "--agent-id", f"being-{index}",
-            "--starting-balance", BALANCE, *being_flags(gateway),
+            SINGULARITY,
+            "run",
+            "--agent-id",
+            f"being-{index}",
+            "--starting-balance",
+            BALANCE,
+            *being_flags(gateway),
         ]
         processes.append(_spawn(command, home, home / "run.log"))
         journals.append(home / ".singularity" / "activity.jsonl")
@@ -149,8 +163,15 @@ def fleet_side(
     processes: list[subprocess.Popen[bytes]] = []
     try:
         command = [
-            SINGULARITY, "worker", "--temporal", server.target, "--state-url", str(store),
-            "--keep-idle", "3600", *being_flags(gateway),
+            SINGULARITY,
+            "worker",
+            "--temporal",
+            server.target,
+            "--state-url",
+            str(store),
+            "--keep-idle",
+            "3600",
+            *being_flags(gateway),
         ]
         processes = [_spawn(command, root, root / f"worker-{n}.log") for n in range(workers)]
         asyncio.run(_start(server.target, keys))
@@ -247,8 +268,13 @@ def main() -> None:
             ]
         )
     headers = [
-        "repeat", "run cycles/s", "fleet cycles/s", "fleet/run",
-        "run CPU ms/cycle", "fleet CPU ms/cycle", "fleet/run",
+        "repeat",
+        "run cycles/s",
+        "fleet cycles/s",
+        "fleet/run",
+        "run CPU ms/cycle",
+        "fleet CPU ms/cycle",
+        "fleet/run",
     ]
     print(table(headers, rows))
     print(f"written to {write_results('fleet', report)}")

@@ -85,8 +85,14 @@ def versions() -> dict[str, str]:
     """The versions of the packages this side runs on."""
     from importlib.metadata import version
 
-    names = ("langgraph", "langgraph-prebuilt", "langgraph-checkpoint-sqlite",
-             "langchain-core", "langchain-openai", "openai")
+    names = (
+        "langgraph",
+        "langgraph-prebuilt",
+        "langgraph-checkpoint-sqlite",
+        "langchain-core",
+        "langchain-openai",
+        "openai",
+    )
     return {name: version(name) for name in names}
 
 
@@ -107,9 +113,7 @@ class LangGraphBeing:
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"unknown LangGraph durability {durability!r}")
         self.durability: Literal["sync", "async", "exit"] = durability  # type: ignore[assignment]
-        self.config = RunnableConfig(
-            configurable={"thread_id": "bench"}, recursion_limit=100_000
-        )
+        self.config = RunnableConfig(configurable={"thread_id": "bench"}, recursion_limit=100_000)
         model = ChatOpenAI(
             model="scripted-model",
             base_url=base_url.rstrip("/") + "/v1",

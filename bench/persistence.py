@@ -115,8 +115,15 @@ def _size(size: int) -> str:
 def render(results: list[dict[str, Any]]) -> str:
     """The table printed at the end."""
     headers = [
-        "being", "state.json", "durable median", "durable p95", "naive median", "naive p95",
-        "ratio median", "ratio p95", "JSON encode median",
+        "being",
+        "state.json",
+        "durable median",
+        "durable p95",
+        "naive median",
+        "naive p95",
+        "ratio median",
+        "ratio p95",
+        "JSON encode median",
     ]
     rows = [
         [
@@ -152,8 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         "persistence",
         {
             "benchmark": "persistence",
-            "command": "python -m bench.persistence "
-            f"--calls {args.calls} --warmup {args.warmup}",
+            "command": f"python -m bench.persistence --calls {args.calls} --warmup {args.warmup}",
             "machine": environment,
             "results": results,
         },

@@ -65,8 +65,9 @@ def tool_call(state: AgentState, index: int) -> list[dict[str, Any]]:
         leaving = len(state.conversation) - WINDOW_MESSAGES
         del state.conversation[:leaving]
         state.mind.conversation_archived += leaving
-    return [{"type": "tool_finished", "at": at, "cycle": state.cycle, "tool": TOOL,
-             "status": "success"}]
+    return [
+        {"type": "tool_finished", "at": at, "cycle": state.cycle, "tool": TOOL, "status": "success"}
+    ]
 
 
 def being(kind: str) -> AgentState:
@@ -128,7 +129,9 @@ class PostgresSide:
         self.store = PostgresStore.open(url, f"bench-{kind}-{uuid.uuid4().hex[:8]}")
         self.store.load()
         self.db = psycopg.connect(url, autocommit=True)
-        self.db.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body text)")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, body text)"
+        )
         self.payload = ""
 
     def commit(self, state: AgentState, events: list[dict[str, Any]]) -> int:
@@ -178,8 +181,17 @@ def measure(side: Any, kind: str, calls: int, warmup: int) -> dict[str, Any]:
 
 
 def render(results: list[dict[str, Any]]) -> str:
-    headers = ["backend", "being", "commit median", "floor median", "÷ floor", "commit mean",
-               "floor mean", "÷ floor (mean)", "full ÷ fresh"]
+    headers = [
+        "backend",
+        "being",
+        "commit median",
+        "floor median",
+        "÷ floor",
+        "commit mean",
+        "floor mean",
+        "÷ floor (mean)",
+        "full ÷ fresh",
+    ]
     fresh = {r["backend"]: r["commit"]["median_ms"] for r in results if r["being"] == "fresh"}
     rows = [
         [
@@ -232,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     command = f"python -m bench.store_step --calls {args.calls} --warmup {args.warmup}"
     path = write_results(
         "store-step",
-        {"benchmark": "store-step", "command": command, "machine": environment,
-         "results": results},
+        {"benchmark": "store-step", "command": command, "machine": environment, "results": results},
     )
     print(f"\nwritten to {path}")
     return 0

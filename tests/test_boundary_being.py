@@ -173,7 +173,6 @@ def test_redact_mode_replaces_explains_and_rejects_only_on_limits(tmp_path: Path
     }
 
 
-
 @pytest.mark.parametrize("mode", ["redact", "strict"])
 def test_the_live_view_shows_the_status_the_model_was_shown(
     tmp_path: Path, cli: Callable[..., Result], mode: str

@@ -93,8 +93,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
 
     tag = new_tag()
     env = clean_environment(tag)
-    with FamilyGateway(plan, completion_tokens=COMPLETION_TOKENS) as gateway, \
-            family_reaper(tag):
+    with FamilyGateway(plan, completion_tokens=COMPLETION_TOKENS) as gateway, family_reaper(tag):
         try:
             result = run_cli(
                 "once", _flags(gateway.url), env=env, cwd=tmp_path, log=tmp_path / "parent.log"
@@ -111,12 +110,15 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             assert [p.name for p in (tmp_path / "parent" / "children").iterdir()] == [record["id"]]
 
             # The child runs while the parent is gone: it holds its lock, in its own process.
-            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60)
+            wait_for(
+                lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60
+            )
             child_env = environ_of(spawned["pid"])
             assert child_env is not None
             assert child_env["SINGULARITY_STATE_DIR"] == record["state_dir"]
-            code, tree = cli_json(["children", "--state-dir", "parent", "--json"],
-                                  cwd=tmp_path, env=env)
+            code, tree = cli_json(
+                ["children", "--state-dir", "parent", "--json"], cwd=tmp_path, env=env
+            )
             assert code == 0
             [entry] = tree
             assert (entry["id"], entry["name"], entry["ticker"]) == (record["id"], "Kid", "KID")
@@ -131,7 +133,9 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
         assert child["status"] == "exhausted"
         identity = child["identity"]
         assert (identity["name"], identity["ticker"], identity["specialty"]) == (
-            "Kid", "KID", "testing",
+            "Kid",
+            "KID",
+            "testing",
         )
         assert child["mind"]["system_prompt"].startswith("You are Kid, ")
         assert child["cycle"] >= 2, "the child should live several cycles on 0.5 USD"
@@ -147,8 +151,11 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
         # The parent paid exactly the funding, journaled once, claimed by the child.
         parent_money = being_money(parent)
         debits = sum(
-            (Decimal(e["amount"]) for e in journal(tmp_path / "parent")
-             if e["type"] == "cost_debited"),
+            (
+                Decimal(e["amount"])
+                for e in journal(tmp_path / "parent")
+                if e["type"] == "cost_debited"
+            ),
             Decimal(0),
         )
         assert parent_money["children_funded"] == Decimal("0.5")
@@ -158,15 +165,18 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
         assert (funded["child_id"], funded["amount"]) == (record["id"], "0.5")
         claimed = grant_in(child_dir, "funding.claimed.json")
         assert claimed is not None
-        assert (claimed.amount, claimed.operation_id) == (Decimal("0.5"),
-                                                          funded["operation_id"])
+        assert (claimed.amount, claimed.operation_id) == (Decimal("0.5"), funded["operation_id"])
         assert not (child_dir / "funding.json").exists()
         assert not (child_dir / "funding.revoked.json").exists()
 
         for state_dir in ("parent", record["state_dir"]):
             verified = subprocess.run(
                 [sys.executable, "-m", "singularity", "verify", state_dir],
-                cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
             )
             assert verified.returncode == 0, verified.stdout + verified.stderr
 
@@ -175,8 +185,11 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
         )
         assert code == 0
         [entry] = tree
-        assert (entry["alive"], entry["status"], entry["cycle"]) == (False, "exhausted",
-                                                                     child["cycle"])
+        assert (entry["alive"], entry["status"], entry["cycle"]) == (
+            False,
+            "exhausted",
+            child["cycle"],
+        )
         assert entry["balance_usd"] == child["budget"]["remaining"]
         assert entry["children"] == []
 
@@ -249,9 +262,7 @@ def test_a_file_named_children_is_a_child_state_error(tmp_path: Path, fake_child
     _failed_spawn(tmp_path, _arguments(), "child_state")
 
 
-def test_a_dangling_children_link_is_a_child_state_error(
-    tmp_path: Path, fake_child: None
-) -> None:
+def test_a_dangling_children_link_is_a_child_state_error(tmp_path: Path, fake_child: None) -> None:
     settings = parent_settings(tmp_path)
     open_parent(settings).close()
     (tmp_path / "parent" / "children").symlink_to(tmp_path / "nowhere")
@@ -261,8 +272,7 @@ def test_a_dangling_children_link_is_a_child_state_error(
 
 @pytest.mark.parametrize(
     "failpoints",
-    ["funding.write=enospc", "funding.fsync=eio", "funding.rename=enospc",
-     "funding.dirsync=eio"],
+    ["funding.write=enospc", "funding.fsync=eio", "funding.rename=enospc", "funding.dirsync=eio"],
 )
 def test_a_grant_that_cannot_be_written_is_a_child_state_error(
     tmp_path: Path, fake_child: None, failpoints: str
@@ -275,7 +285,10 @@ def test_a_secret_file_that_cannot_be_written_is_a_child_state_error(
 ) -> None:
     # The grant is written (the first funding write), the secret file is not (the second).
     _failed_spawn(
-        tmp_path, _arguments(), "child_state", failpoints="funding.write=eio@2",
+        tmp_path,
+        _arguments(),
+        "child_state",
+        failpoints="funding.write=eio@2",
         secrets={"BRAMA_API_KEY": "canary-key"},
     )
 
@@ -488,8 +501,14 @@ def test_a_child_never_runs_a_singularity_package_from_the_working_directory(
 
 
 def _record(child_id: str, state_dir: str, name: str = "Kid") -> ChildRecord:
-    return ChildRecord(id=child_id, name=name, ticker="KID", state_dir=state_dir,
-                       created_at="2026-01-01T00:00:00Z", status="running")
+    return ChildRecord(
+        id=child_id,
+        name=name,
+        ticker="KID",
+        state_dir=state_dir,
+        created_at="2026-01-01T00:00:00Z",
+        status="running",
+    )
 
 
 def test_the_tree_reports_children_that_never_started_or_were_withdrawn(
@@ -516,9 +535,7 @@ def test_the_tree_reports_children_that_never_started_or_were_withdrawn(
     assert tree[0]["state_dir"] == os.path.join("parent", "children", started.content["child_id"])
 
 
-def test_the_tree_text_never_writes_control_characters(
-    tmp_path: Path, fake_child: None
-) -> None:
+def test_the_tree_text_never_writes_control_characters(tmp_path: Path, fake_child: None) -> None:
     settings = parent_settings(tmp_path)
     being = open_parent(settings)
     try:
@@ -557,14 +574,18 @@ def test_looking_at_a_family_never_stops_a_being_from_booting(tmp_path: Path) ->
     (state_dir / "lock").touch()
     stop = tmp_path / "stop"
     watcher = subprocess.Popen(
-        [sys.executable, "-c",
-         "import os, sys\n"
-         "from singularity.runtime.family import is_alive\n"
-         "is_alive(sys.argv[1])\n"
-         "print('watching', flush=True)\n"
-         "while not os.path.exists(sys.argv[2]):\n"
-         "    is_alive(sys.argv[1])\n",
-         str(state_dir), str(stop)],
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\n"
+            "from singularity.runtime.family import is_alive\n"
+            "is_alive(sys.argv[1])\n"
+            "print('watching', flush=True)\n"
+            "while not os.path.exists(sys.argv[2]):\n"
+            "    is_alive(sys.argv[1])\n",
+            str(state_dir),
+            str(stop),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -155,7 +155,8 @@ def check_money(parent_dir: Path, label: str) -> Counter[str]:
             assert event is not None, f"{label}: {child_id} claimed money never journaled"
             assert child_id not in refunded, f"{label}: {child_id} claimed and refunded"
             assert (claimed.amount, claimed.operation_id) == (
-                Decimal(event["amount"]), event["operation_id"]
+                Decimal(event["amount"]),
+                event["operation_id"],
             ), f"{label}: {child_id} claimed another amount than was funded"
             claimed_total += claimed.amount
             fates["claimed"] += 1
@@ -211,8 +212,9 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
             while killed < kills:
                 resume = (parent_dir / "state.json").exists()
                 before = len(child_dirs(parent_dir))
-                pid = zygote.start([*_argv(flags, resume), "--brama-url", gateway.url], base,
-                                   env, log)
+                pid = zygote.start(
+                    [*_argv(flags, resume), "--brama-url", gateway.url], base, env, log
+                )
                 # Most kills land within milliseconds of a new child directory (the grant,
                 # the journal, the start); the others a while after a spawn began. The
                 # first and the middle life end as soon as a child process runs, and its
@@ -224,8 +226,11 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                 if started_child:
                     wait_for(lambda: bool(tagged_pids(tag)), "a child process", timeout=60)
                 else:
-                    wait_for(lambda: len(child_dirs(parent_dir)) >= target,  # noqa: B023
-                             "the parent to spawn", timeout=60)
+                    wait_for(
+                        lambda: len(child_dirs(parent_dir)) >= target,  # noqa: B023
+                        "the parent to spawn",
+                        timeout=60,
+                    )
                     time.sleep(delay)
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -236,8 +241,11 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                 killed += 1
                 if started_child or rng.random() < HEAD_START:
                     # Children boot and claim before their parent resumes (or die trying).
-                    wait_for(lambda: not _unclaimed(parent_dir) or not tagged_pids(tag),
-                             "children to claim", timeout=60)
+                    wait_for(
+                        lambda: not _unclaimed(parent_dir) or not tagged_pids(tag),
+                        "children to claim",
+                        timeout=60,
+                    )
                 _resume(flags, gateway.url)
                 fates = check_money(parent_dir, f"lane {lane}, kill {killed}")
                 kill_tagged(tag)
@@ -254,8 +262,7 @@ def _crash_loop(base: Path, kills: int, seed: int, lanes: int = 2) -> Counter[st
     (base / "ws").mkdir()
     with concurrent.futures.ThreadPoolExecutor(lanes) as pool:
         futures = [
-            pool.submit(_crash_lane, base, chr(ord("a") + index), -(-kills // lanes),
-                        seed + index)
+            pool.submit(_crash_lane, base, chr(ord("a") + index), -(-kills // lanes), seed + index)
             for index in range(lanes)
         ]
         fates: Counter[str] = Counter()
@@ -290,10 +297,20 @@ def test_sigkill_around_spawns_hundreds_of_times(
 # in `activity.jsonl`), durable before the child starts, and the step of the tool's
 # outcome, after the child started.
 SPAWN_STEPS = [
-    "funding.write@1", "funding.fsync@1", "funding.rename@1", "funding.dirsync@1",
-    "funding.write@2", "funding.dirsync@2", "funding.write@3", "funding.dirsync@3",
-    "redo.write@1", "redo.fsync@1", "activity.write@1",
-    "redo.write@2", "redo.fsync@2", "activity.write@2",
+    "funding.write@1",
+    "funding.fsync@1",
+    "funding.rename@1",
+    "funding.dirsync@1",
+    "funding.write@2",
+    "funding.dirsync@2",
+    "funding.write@3",
+    "funding.dirsync@3",
+    "redo.write@1",
+    "redo.fsync@1",
+    "activity.write@1",
+    "redo.write@2",
+    "redo.fsync@2",
+    "activity.write@2",
 ]
 
 
@@ -319,8 +336,12 @@ def test_a_kill_at_each_step_of_a_spawn(
         "arguments": {"name": "Kid", "ticker": "K", "specialty": "t", "budget": "3"},
     }
     log = tmp_path / "worker.log"
-    pid = zygote.start(["--worker", "spawn", f"{name}=kill@{nth}", json.dumps(document)],
-                       tmp_path, dict(os.environ), log)
+    pid = zygote.start(
+        ["--worker", "spawn", f"{name}=kill@{nth}", json.dumps(document)],
+        tmp_path,
+        dict(os.environ),
+        log,
+    )
     assert zygote.wait(pid) == -signal.SIGKILL, log.read_text()[-2000:]
     _resume(flags, flags["brama_url"])
     fates = check_money(tmp_path / "parent", step)

@@ -77,7 +77,8 @@ def _expected_environment(
     parent_env: dict[str, str], flags: dict[str, str], child_dir: str
 ) -> dict[str, str]:
     expected = {
-        k: v for k, v in parent_env.items()
+        k: v
+        for k, v in parent_env.items()
         if k not in ("WISENT_APP_AGENT_AUTH_SECRET", "BRAMA_API_KEY", "OPENAI_API_KEY")
     }
     for option in ALL_OPTIONS:
@@ -123,7 +124,9 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
             [spawned] = spawn_results(parent)
             [record] = parent["mind"]["children"]
             pid = spawned["pid"]
-            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60)
+            wait_for(
+                lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60
+            )
             # It signed its request with the parent's secret, read from its own file.
             assert gateway.refused == 0
 
@@ -138,8 +141,10 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
             for secret in (HMAC_SECRET, API_KEY):
                 assert not [k for k, v in child_env.items() if secret in v], secret
                 assert not [a for a in argv if secret.encode() in a], secret
-            for variable, value in ((b"BRAMA_HMAC_SECRET_FILE", HMAC_SECRET),
-                                    (b"BRAMA_API_KEY_FILE", API_KEY)):
+            for variable, value in (
+                (b"BRAMA_HMAC_SECRET_FILE", HMAC_SECRET),
+                (b"BRAMA_API_KEY_FILE", API_KEY),
+            ):
                 path = tmp_path / child_env[variable.decode()]
                 assert path.parent == tmp_path / record["state_dir"]
                 assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -163,18 +168,23 @@ def test_a_credential_file_the_parent_was_given_wins_over_its_raw_value(
     child must sign with the same secret as its parent, not with the raw one."""
     monkeypatch.chdir(tmp_path)
     report = tmp_path / "child-env.json"
-    code = ("import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
-            "if k.startswith('BRAMA_')}, open(sys.argv[1], 'w'))")
-    monkeypatch.setattr(children, "child_command", lambda: [sys.executable, "-c", code,
-                                                            str(report)])
+    code = (
+        "import json, os, sys; json.dump({k: v for k, v in os.environ.items() "
+        "if k.startswith('BRAMA_')}, open(sys.argv[1], 'w'))"
+    )
+    monkeypatch.setattr(
+        children, "child_command", lambda: [sys.executable, "-c", code, str(report)]
+    )
     settings = parent_settings(
-        tmp_path, secrets={"WISENT_APP_AGENT_AUTH_SECRET": "raw", "BRAMA_API_KEY": "key"},
+        tmp_path,
+        secrets={"WISENT_APP_AGENT_AUTH_SECRET": "raw", "BRAMA_API_KEY": "key"},
         brama_secret_file="/run/parent-hmac.secret",
     )
     being = open_parent(settings)
     try:
-        outcome = spawn_call(being, settings, {"name": "Kid", "ticker": "K",
-                                               "specialty": "t", "budget": "1"})
+        outcome = spawn_call(
+            being, settings, {"name": "Kid", "ticker": "K", "specialty": "t", "budget": "1"}
+        )
     finally:
         being.close()
     assert outcome.status.value == "success", outcome
@@ -195,26 +205,38 @@ def test_a_credential_file_the_parent_was_given_wins_over_its_raw_value(
     assert sorted(os.listdir(child_dir)) == ["brama-api-key.secret", "funding.json"]
 
 
-OVERRIDDEN = {"agent_name", "agent_ticker", "specialty", "state_dir", "resume",
-              "brama_secret_file"}
+OVERRIDDEN = {"agent_name", "agent_ticker", "specialty", "state_dir", "resume", "brama_secret_file"}
 
 
 @pytest.mark.parametrize(
     "flags",
     [
         {"input_price": "0.0000001", "instance_price": "0.10", "starting_balance": "0.00000001"},
-        {"output_price": "123456789012345.123456789012", "temperature": "1e-5",
-         "http_timeout_secs": "0.5", "cycle_interval_secs": "inf"},
-        {"stimulus": "  a ray of sun  ", "required_surfaces": "", "las_skip": "x,y",
-         "agent_type": "zażółć gęślą", "max_tokens": "4294967295"},
+        {
+            "output_price": "123456789012345.123456789012",
+            "temperature": "1e-5",
+            "http_timeout_secs": "0.5",
+            "cycle_interval_secs": "inf",
+        },
+        {
+            "stimulus": "  a ray of sun  ",
+            "required_surfaces": "",
+            "las_skip": "x,y",
+            "agent_type": "zażółć gęślą",
+            "max_tokens": "4294967295",
+        },
     ],
 )
 def test_the_child_resolves_exactly_the_parent_configuration(flags: dict[str, str]) -> None:
     """Whatever the parent resolved, from flags or anywhere, the child resolves it too."""
     parent = resolve(flags, environ={"WISENT_APP_AGENT_AUTH_SECRET": "s", "OTHER": "1"})
     environment = children.child_environment(
-        {"OTHER": "1", "WISENT_APP_AGENT_AUTH_SECRET": "s"}, parent, name="Kid", ticker="K",
-        specialty="t", state_dir="p/children/x",
+        {"OTHER": "1", "WISENT_APP_AGENT_AUTH_SECRET": "s"},
+        parent,
+        name="Kid",
+        ticker="K",
+        specialty="t",
+        state_dir="p/children/x",
         secret_files={"BRAMA_HMAC_SECRET_FILE": "p/children/x/brama-hmac.secret"},
     )
     assert "s" not in environment.values()
@@ -222,8 +244,13 @@ def test_the_child_resolves_exactly_the_parent_configuration(flags: dict[str, st
     for option in ALL_OPTIONS:
         if option.name not in OVERRIDDEN:
             assert getattr(child, option.name) == getattr(parent, option.name), option.name
-    assert (child.agent_name, child.agent_ticker, child.specialty, child.state_dir,
-            child.resume) == ("Kid", "K", "t", "p/children/x", False)
+    assert (
+        child.agent_name,
+        child.agent_ticker,
+        child.specialty,
+        child.state_dir,
+        child.resume,
+    ) == ("Kid", "K", "t", "p/children/x", False)
     assert child.brama_secret_file == "p/children/x/brama-hmac.secret"
     assert child.raw_secrets == {}
 
@@ -239,8 +266,9 @@ def test_make_non_dumpable_clears_the_dumpable_flag() -> None:
         "before = libc.prctl(3, 0, 0, 0, 0)\n"
         "print(before, make_non_dumpable(), libc.prctl(3, 0, 0, 0, 0))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert result.stdout.split() == ["1", "True", "0"]
 
 
@@ -264,8 +292,17 @@ def test_once_and_run_make_the_runtime_non_dumpable_before_booting(
             monkeypatch.delenv(name)
     with ScriptedServer([Turn.text("done")]) as server:
         cli.main(
-            [*command, "--state-dir", "s", "--workspace", "ws", "--brama-url", server.url,
-             "--cycle-interval-secs", "0"],
+            [
+                *command,
+                "--state-dir",
+                "s",
+                "--workspace",
+                "ws",
+                "--brama-url",
+                server.url,
+                "--cycle-interval-secs",
+                "0",
+            ],
             standalone_mode=False,
         )
     assert calls == ["hardened", "boot"]
@@ -294,21 +331,37 @@ def _unprivileged() -> tuple[str, dict[str, Any], dict[str, str]]:
     if os.geteuid() != 0:
         return sys.executable, {}, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     site_packages = next(p for p in sys.path if p.endswith("site-packages"))
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'src'}:{site_packages}",
-           "HOME": "/"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{REPO / 'src'}:{site_packages}", "HOME": "/"}
     options: dict[str, Any] = {"user": NOBODY, "group": NOBODY, "extra_groups": []}
-    probe = subprocess.run(
-        [SYSTEM_PYTHON, "-c", "import singularity.cli.main"], env=env, cwd="/",
-        capture_output=True, check=False, timeout=120, **options,
-    ) if os.path.exists(SYSTEM_PYTHON) else None
+    probe = (
+        subprocess.run(
+            [SYSTEM_PYTHON, "-c", "import singularity.cli.main"],
+            env=env,
+            cwd="/",
+            capture_output=True,
+            check=False,
+            timeout=120,
+            **options,
+        )
+        if os.path.exists(SYSTEM_PYTHON)
+        else None
+    )
     if probe is None or probe.returncode != 0:
         pytest.skip("no interpreter that `nobody` can run the program with")
     return SYSTEM_PYTHON, options, env
 
 
 def _probe(python: str, options: dict[str, Any], env: dict[str, str], pid: int) -> str:
-    result = subprocess.run([python, "-c", PROBE, str(pid)], env=env, cwd="/",
-                            capture_output=True, text=True, check=True, timeout=60, **options)
+    result = subprocess.run(
+        [python, "-c", PROBE, str(pid)],
+        env=env,
+        cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        **options,
+    )
     return result.stdout.strip()
 
 
@@ -331,19 +384,41 @@ def test_a_process_of_the_same_user_cannot_read_the_runtime_environment() -> Non
             for path in (base, base / "ws"):
                 os.chown(path, NOBODY, NOBODY)
         with FamilyGateway(plan) as gateway, family_reaper(tag):
-            argv = [python, "-m", "singularity", "once", "--state-dir", "p", "--workspace",
-                    "ws", "--brama-url", gateway.url, "--agent-name", "Hardened"]
+            argv = [
+                python,
+                "-m",
+                "singularity",
+                "once",
+                "--state-dir",
+                "p",
+                "--workspace",
+                "ws",
+                "--brama-url",
+                gateway.url,
+                "--agent-name",
+                "Hardened",
+            ]
             runtime = subprocess.Popen(
-                argv, env={**env, **canary}, cwd=base, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **options,
+                argv,
+                env={**env, **canary},
+                cwd=base,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                **options,
             )
             plain = subprocess.Popen(
                 [python, "-c", "import time; time.sleep(120)"],
                 env={**env, "CANARY_PARENT": canary["CANARY_PARENT"]},
-                cwd="/", **options,
+                cwd="/",
+                **options,
             )
             try:
-                wait_for(lambda: gateway.requests_of("Hardened") >= 1, "the runtime's first model call", timeout=90)
+                wait_for(
+                    lambda: gateway.requests_of("Hardened") >= 1,
+                    "the runtime's first model call",
+                    timeout=90,
+                )
                 assert _probe(python, options, env, plain.pid) == "read True"
                 assert _probe(python, options, env, runtime.pid) == "error 13"  # EACCES
             finally:
@@ -356,4 +431,3 @@ def test_a_process_of_the_same_user_cannot_read_the_runtime_environment() -> Non
             plain.kill()
             plain.wait()
         shutil.rmtree(base, ignore_errors=True)
-

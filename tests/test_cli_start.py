@@ -51,7 +51,9 @@ def _loaded_modules(tmp_path: Path, *argv: str) -> list[str]:
     report = tmp_path / "modules.json"
     subprocess.run(
         [sys.executable, "-c", PROBE, str(report), *argv],
-        capture_output=True, check=True, timeout=120,
+        capture_output=True,
+        check=True,
+        timeout=120,
     )
     modules: list[str] = json.loads(report.read_text())
     return modules
@@ -60,7 +62,9 @@ def _loaded_modules(tmp_path: Path, *argv: str) -> list[str]:
 @pytest.mark.parametrize("width", [60, 80, 132])
 def test_the_help_lists_each_command_with_its_own_summary(width: int) -> None:
     eager = click.Group(
-        name="singularity", help=cli.help, params=cli.params,
+        name="singularity",
+        help=cli.help,
+        params=cli.params,
         context_settings=cli.context_settings,
     )
     for name, lazy in COMMANDS.items():

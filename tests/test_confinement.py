@@ -766,7 +766,9 @@ def test_without_proc_a_final_file_swapped_at_that_instant_asks_to_try_again(
     with Workspace(layout.ws, use_openat2=False) as ws:
         swap_after_each_failed_look("fin", "fin_alt")
         assert read(ws, "fin") == (
-            "failed", "file_read", '{"message":"Resource temporarily unavailable (os error 11)"}'
+            "failed",
+            "file_read",
+            '{"message":"Resource temporarily unavailable (os error 11)"}',
         )
         # Once the entry holds still, the same read succeeds.
         monkeypatch.undo()
@@ -798,7 +800,9 @@ def test_a_directory_moved_out_while_a_link_in_it_is_followed_is_not_left_throug
     with Workspace(tmp_path / "ws", use_openat2=False) as ws:
         monkeypatch.setattr(os, "readlink", readlink_while_moving)
         assert read(ws, "a/b/l") == (
-            "failed", "file_read", '{"message":"Resource temporarily unavailable (os error 11)"}'
+            "failed",
+            "file_read",
+            '{"message":"Resource temporarily unavailable (os error 11)"}',
         )
     assert moves == [1]
 

@@ -122,9 +122,13 @@ def _cell(page: Any, name: str, column: str) -> str:
 def test_the_fleet_table_updates_live(world: World) -> None:
     page = world.page
     page.goto(world.console.url + "/")
-    world.wait(lambda: page.locator("#fleet-rows a:text-is('Byron')").count() == 1, "Byron in the table")
+    world.wait(
+        lambda: page.locator("#fleet-rows a:text-is('Byron')").count() == 1, "Byron in the table"
+    )
     first = int(_cell(page, "Ada", "cycle"))
-    world.wait(lambda: int(_cell(page, "Ada", "cycle")) >= first + 2, "the cycle to advance on the page")
+    world.wait(
+        lambda: int(_cell(page, "Ada", "cycle")) >= first + 2, "the cycle to advance on the page"
+    )
     assert page.locator("#fleet-rows tr.depth-1 a:text-is('Byron')").count() == 1
     page.screenshot(path=str(screenshot_path(world.shots, "console-fleet.png")), full_page=True)
 
@@ -170,9 +174,14 @@ def test_a_chat_message_reaches_the_next_request_and_its_reply_appears(world: Wo
         ),
         "the message in a model request",
     )
-    reply = page.locator("#conversation li.said", has_text="Heard you: Please map the northern coast.")
+    reply = page.locator(
+        "#conversation li.said", has_text="Heard you: Please map the northern coast."
+    )
     world.wait(lambda: reply.count() >= 1, "the reply on the page")
-    assert page.locator("#conversation li.operator", has_text="Please map the northern coast.").count() >= 1
+    assert (
+        page.locator("#conversation li.operator", has_text="Please map the northern coast.").count()
+        >= 1
+    )
     page.screenshot(path=str(screenshot_path(world.shots, "console-being.png")), full_page=True)
 
 
@@ -188,12 +197,16 @@ def test_a_sanctum_edit_shows_a_diff_saves_and_reaches_the_next_prompt(world: Wo
     page.click("#save-edit")
     world.wait(lambda: page.locator("#save-notice .notice.ok").count() == 1, "the save notice")
     world.wait(
-        lambda: any(PERSONA_LINE in (r.json or {}).get("messages", [{}])[0].get("content", "")
-                    for r in world.gateway.completions),
+        lambda: any(
+            PERSONA_LINE in (r.json or {}).get("messages", [{}])[0].get("content", "")
+            for r in world.gateway.completions
+        ),
         "the edit in a system message",
     )
     written = world.of_type("operator_sanctum_written")
-    assert [(e["path"], e["bytes"]) for e in written] == [("PERSONA.md", len((text.rstrip("\n") + "\n\n" + PERSONA_LINE + "\n").encode()))]
+    assert [(e["path"], e["bytes"]) for e in written] == [
+        ("PERSONA.md", len((text.rstrip("\n") + "\n\n" + PERSONA_LINE + "\n").encode()))
+    ]
     assert PERSONA_LINE in (world.root / "ada" / "sanctum" / "PERSONA.md").read_text()
     page.goto(world.console.url + "/b/ada/sanctum?path=PERSONA.md")
     assert page.locator("table.history td", has_text="operator").count() >= 1

@@ -28,7 +28,6 @@ TOKEN = "a-long-console-token-for-tests"
 CANARY = "private-canary-7f3a"
 
 
-
 @pytest.fixture
 def being(tmp_path: Path, cli: Callable[..., Result]) -> Path:
     """A stopped being that wrote one private journal entry."""
@@ -135,7 +134,10 @@ def test_beyond_loopback_the_console_needs_its_token_on_every_request(
         assert client.get("/events/fleet").status_code == 401
         assert client.get("/b/being", headers={"Accept": "text/html"}).status_code == 401
         assert client.get("/login").status_code == 200
-        assert client.post("/login", data={"token": "wrong"}, headers={"Origin": url}).status_code == 401
+        assert (
+            client.post("/login", data={"token": "wrong"}, headers={"Origin": url}).status_code
+            == 401
+        )
         bearer = {"Authorization": f"Bearer {TOKEN}"}
         assert client.get("/", headers=bearer).status_code == 200
         logged = client.post("/login", data={"token": TOKEN}, headers={"Origin": url})

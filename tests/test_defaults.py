@@ -19,7 +19,6 @@ from tests.support.loop_http import Result
 WRITE = "singularity_file_write"
 
 
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

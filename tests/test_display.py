@@ -63,7 +63,9 @@ def test_the_view_tells_what_happened_as_the_model_saw_it(tmp_path: Path) -> Non
     answer = lines[lines.index(f"  → {REMEMBER} failed") + 1]
     assert answer.startswith("    invalid_arguments: ") and "text" in answer  # as told
     warnings = [line for line in lines if "warning:" in line]
-    assert warnings == ["  warning: truncated: the answer reached max_tokens (2048); its text is kept"]
+    assert warnings == [
+        "  warning: truncated: the answer reached max_tokens (2048); its text is kept"
+    ]
     assert sum(line.strip().startswith("paid ") for line in lines) == 2
     assert lines[-1].startswith("MyAgent stopped after cycle 1; balance ")
     assert not any("waiting for" in line for line in lines)  # no spinner in a log file

@@ -143,8 +143,9 @@ def _check_family(root: Path) -> tuple[int, int]:
         count += 1
         deepest = max(deepest, len(member.path.relative_to(root).parts) // 2)
         events = journal(member.path)
-        funded = {e["child_id"]: Decimal(e["amount"]) for e in events
-                  if e["type"] == "child_funded"}
+        funded = {
+            e["child_id"]: Decimal(e["amount"]) for e in events if e["type"] == "child_funded"
+        }
         refunded = {e["child_id"] for e in events if e["type"] == "child_refunded"}
         outstanding = Decimal(0)
         for child_dir in child_dirs(member.path):
@@ -245,8 +246,12 @@ class Family:
 
     def _settings(self, state_dir: str, name: str) -> Settings:
         return resolve(
-            {"state_dir": state_dir, "workspace": "ws", "agent_name": name,
-             "starting_balance": "2"},
+            {
+                "state_dir": state_dir,
+                "workspace": "ws",
+                "agent_name": name,
+                "starting_balance": "2",
+            },
             environ={},
         )
 
@@ -325,8 +330,13 @@ class Family:
         for name, being in self.beings.items():
             budget = self.live(name).state.budget
             assert budget.remaining >= 0, name
-            assert (budget.starting + budget.earned - budget.api_spent - budget.instance_spent
-                    - budget.children_funded) == budget.remaining, name
+            assert (
+                budget.starting
+                + budget.earned
+                - budget.api_spent
+                - budget.instance_spent
+                - budget.children_funded
+            ) == budget.remaining, name
             held += budget.remaining
             spent += budget.api_spent + budget.instance_spent
             earned += budget.earned
@@ -353,8 +363,11 @@ def grant_of(settings: Settings) -> Decimal:
 amounts = st.decimals(min_value=Decimal("0.000000000001"), max_value=Decimal("3"), places=12)
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("spawn"), st.integers(0, 50),
-                  st.sampled_from([None, "0.5", "1", "1.5", "3", "0.000000000001"])),
+        st.tuples(
+            st.just("spawn"),
+            st.integers(0, 50),
+            st.sampled_from([None, "0.5", "1", "1.5", "3", "0.000000000001"]),
+        ),
         st.tuples(st.just("boot"), st.integers(0, 50), st.none()),
         st.tuples(st.just("spend"), st.integers(0, 50), st.tuples(amounts, amounts)),
         st.tuples(st.just("earn"), st.integers(0, 50), amounts),
@@ -366,7 +379,13 @@ operations = st.lists(
 
 def test_family_money_is_conserved_whatever_happens(monkeypatch: pytest.MonkeyPatch) -> None:
     reached = Reached(
-        "spawned", "grandchild spawned", "refused", "claimed", "revoked", "spent", "earned",
+        "spawned",
+        "grandchild spawned",
+        "refused",
+        "claimed",
+        "revoked",
+        "spent",
+        "earned",
         "restarted",
     )
     monkeypatch.setattr(children, "child_command", lambda: ["/bin/true"])

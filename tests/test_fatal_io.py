@@ -116,9 +116,7 @@ def test_a_failed_journal_append_stops_the_being(
     spec: str, tmp_path: Path, cli: Callable[..., Result], server: ScriptedServer
 ) -> None:
     result = _failed_run(spec, tmp_path, cli, server)
-    assert result.err.splitlines()[-1].startswith(
-        "singularity: cannot append to activity.jsonl: "
-    )
+    assert result.err.splitlines()[-1].startswith("singularity: cannot append to activity.jsonl: ")
     records = _records(tmp_path)
     assert len(records) == STEP, "the step is durable in its record; no later step is"
     assert _journal_bytes(tmp_path) == records[STEP - 1].activity_at, "nothing was appended"

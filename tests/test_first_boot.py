@@ -90,8 +90,12 @@ def _specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 # Around the birth: the journal created and no state, the birth's save in flight and done,
 # `started` journaled. The slow tier kills at every point.
-AROUND_BIRTH = ("activity.dirsync=kill@1", "state.rename=kill@1", "state.dirsync=kill@1",
-                "activity.fsync=kill@1")
+AROUND_BIRTH = (
+    "activity.dirsync=kill@1",
+    "state.rename=kill@1",
+    "state.dirsync=kill@1",
+    "activity.fsync=kill@1",
+)
 
 
 def test_a_kill_around_the_birth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,7 +122,8 @@ def _settled_once_by_another(events: list[dict[str, Any]], reservation: dict[str
     operation = reservation["operation_id"]
     at = next(i for i, e in enumerate(events) if e.get("operation_id") == operation)
     settled = [
-        (i, e) for i, e in enumerate(events)
+        (i, e)
+        for i, e in enumerate(events)
         if e.get("operation_id") == operation and e["type"] in ("cost_debited", "cost_released")
     ]
     assert len(settled) == 1, settled
@@ -143,9 +144,18 @@ def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int, backend: str)
     keys = [f"being-{run}-{index}" for index in range(beings)]
     with ScriptedServer([], default=Turn.text("idle").delayed(0.2)) as gateway:
         flags = [
-            "--brama-url", gateway.url,
-            "--input-price", "1", "--output-price", "2", "--instance-price", "0.5",
-            "--cycle-interval-secs", "0.2", "--keep-idle", "30",
+            "--brama-url",
+            gateway.url,
+            "--input-price",
+            "1",
+            "--output-price",
+            "2",
+            "--instance-price",
+            "0.5",
+            "--cycle-interval-secs",
+            "0.2",
+            "--keep-idle",
+            "30",
         ]
         workers = [
             WorkerProcess(target, stores[n], flags, tmp_path / f"worker-{n}.log")

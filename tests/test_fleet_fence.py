@@ -65,9 +65,16 @@ def test_a_frozen_worker_cannot_write_after_another_took_its_being_over(
     script = [Turn.text("lost").held(gate)]
     with ScriptedServer(script, default=Turn.text("idle")) as gateway:
         flags = [
-            "--brama-url", gateway.url,
-            "--input-price", "1", "--output-price", "2",
-            "--cycle-interval-secs", "0.2", "--keep-idle", "60",
+            "--brama-url",
+            gateway.url,
+            "--input-price",
+            "1",
+            "--output-price",
+            "2",
+            "--cycle-interval-secs",
+            "0.2",
+            "--keep-idle",
+            "60",
         ]
         worker_a = WorkerProcess(target, store_a, flags, tmp_path / "worker-a.log")
         workers = [worker_a]

@@ -66,8 +66,14 @@ def test_an_operator_steers_a_being_of_the_fleet(
     # A long interval: the being lives its first cycle, then only when a message comes.
     with ScriptedServer([], default=Turn.text("at your service")) as gateway:
         flags = [
-            "--brama-url", gateway.url, "--input-price", "1", "--output-price", "2",
-            "--cycle-interval-secs", "3600",
+            "--brama-url",
+            gateway.url,
+            "--input-price",
+            "1",
+            "--output-price",
+            "2",
+            "--cycle-interval-secs",
+            "3600",
         ]
         worker = WorkerProcess(target, root, flags, tmp_path / "worker.log")
         try:
@@ -75,8 +81,9 @@ def test_an_operator_steers_a_being_of_the_fleet(
                 target, 2, "start", KEY, "--set", "state_dir=/tmp/elsewhere"
             )
             assert "being key" in _refused(target, 2, "start", "no spaces")
-            started = _ok(target, "start", KEY, "--set", "starting_balance=1",
-                          "--set", "agent_name=Ada")
+            started = _ok(
+                target, "start", KEY, "--set", "starting_balance=1", "--set", "agent_name=Ada"
+            )
             assert started["key"] == KEY
             assert "already lives" in _refused(target, 4, "start", KEY)
             wait_for(lambda: _events(root, "cycle_finished"), "the first cycle")

@@ -40,7 +40,9 @@ async def _sleeper(root: Path, gateway: ScriptedServer) -> tuple[timedelta, str]
             assert time.monotonic() < deadline, "timed out waiting for three pulses"
             await env.sleep(timedelta(hours=12))  # skipped: nothing runs meanwhile
         elapsed = await env.get_current_time() - started
-        await handle.execute_update(BeingWorkflow.operator, new_request("stop", now_text()).to_json())
+        await handle.execute_update(
+            BeingWorkflow.operator, new_request("stop", now_text()).to_json()
+        )
         ended = await handle.result()
     return elapsed, ended.status
 

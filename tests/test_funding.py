@@ -54,7 +54,9 @@ def test_a_grant_is_written_private_and_read_back_exactly(tmp_path: Path, child_
     info = (tmp_path / "child" / funding.GRANT).stat()
     assert stat.S_IMODE(info.st_mode) == 0o600
     assert json.loads((tmp_path / "child" / funding.GRANT).read_text()) == {
-        "child_id": GRANT.child_id, "amount": "1.25", "operation_id": "op-1",
+        "child_id": GRANT.child_id,
+        "amount": "1.25",
+        "operation_id": "op-1",
     }
     assert sorted(os.listdir(tmp_path / "child")) == [funding.GRANT]  # no temp left
 
@@ -114,16 +116,18 @@ def test_claim_and_revoke_race_and_exactly_one_wins(tmp_path: Path) -> None:
         barrier = threading.Barrier(2)
         results: dict[str, object] = {}
 
-        def claimer(fd: int = claim_fd, box: dict[str, object] = results,
-                    gate: threading.Barrier = barrier) -> None:
+        def claimer(
+            fd: int = claim_fd, box: dict[str, object] = results, gate: threading.Barrier = barrier
+        ) -> None:
             gate.wait()
             try:
                 box["claim"] = funding.claim(fd)
             except StateError:
                 box["claim"] = "withdrawn"
 
-        def revoker(fd: int = revoke_fd, box: dict[str, object] = results,
-                    gate: threading.Barrier = barrier) -> None:
+        def revoker(
+            fd: int = revoke_fd, box: dict[str, object] = results, gate: threading.Barrier = barrier
+        ) -> None:
             gate.wait()
             box["revoke"] = funding.revoke(fd)
 
@@ -151,9 +155,19 @@ def test_claim_and_revoke_race_and_exactly_one_wins(tmp_path: Path) -> None:
 def _worker(mode: str, failpoints: str, document: dict[str, Any], cwd: Path) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        [sys.executable, "-m", "tests.support.children_worker", mode, failpoints,
-         json.dumps(document)],
-        cwd=cwd, env=env, capture_output=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "tests.support.children_worker",
+            mode,
+            failpoints,
+            json.dumps(document),
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode in (0, -9), result.stderr.decode()[-3000:]
     return result.returncode
@@ -164,16 +178,22 @@ def _resume(flags: dict[str, str]) -> None:
     asyncio.run(runtime.shutdown())
 
 
-FLAGS = {"state_dir": "parent", "workspace": "ws", "agent_name": "Parent",
-         "starting_balance": "10"}
+FLAGS = {"state_dir": "parent", "workspace": "ws", "agent_name": "Parent", "starting_balance": "10"}
 
 
 def _spawn_unclaimed(tmp_path: Path) -> tuple[str, Path]:
     """A parent with one funded child (2 USD) that never started."""
     (tmp_path / "ws").mkdir()
-    code = _worker("spawn", "", {"flags": FLAGS, "child_command": ["/bin/true"],
-                                 "arguments": {"name": "Kid", "ticker": "KID",
-                                               "specialty": "t", "budget": "2"}}, tmp_path)
+    code = _worker(
+        "spawn",
+        "",
+        {
+            "flags": FLAGS,
+            "child_command": ["/bin/true"],
+            "arguments": {"name": "Kid", "ticker": "KID", "specialty": "t", "budget": "2"},
+        },
+        tmp_path,
+    )
     assert code == 0
     [child] = (tmp_path / "parent" / "children").iterdir()
     return child.name, child
@@ -186,8 +206,10 @@ def test_a_parent_killed_after_revoking_still_gets_the_refund(
     child_id, child = _spawn_unclaimed(tmp_path)
     assert grant_in(child, funding.GRANT) is not None
     # The resumed parent revokes the unclaimed grant and is killed before its journal says so.
-    assert _worker("boot", "funding.dirsync=kill", {"flags": {**FLAGS, "resume": "true"}},
-                   tmp_path) == -9
+    assert (
+        _worker("boot", "funding.dirsync=kill", {"flags": {**FLAGS, "resume": "true"}}, tmp_path)
+        == -9
+    )
     assert (child / funding.REVOKED).exists()
     assert [e["type"] for e in journal(tmp_path / "parent")].count("child_refunded") == 0
     _resume(FLAGS)
@@ -211,8 +233,12 @@ def test_a_child_killed_after_claiming_keeps_exactly_its_grant(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     _, child = _spawn_unclaimed(tmp_path)
-    child_flags = {"state_dir": os.path.relpath(child, tmp_path), "workspace": "ws",
-                   "agent_name": "Kid", "starting_balance": "10"}
+    child_flags = {
+        "state_dir": os.path.relpath(child, tmp_path),
+        "workspace": "ws",
+        "agent_name": "Kid",
+        "starting_balance": "10",
+    }
     # The child claims, then dies before its first state save.
     assert _worker("boot", "funding.dirsync=kill", {"flags": child_flags}, tmp_path) == -9
     assert (child / funding.CLAIMED).exists() and not (child / "state.json").exists()
@@ -245,6 +271,7 @@ def test_a_secret_file_of_a_child_that_never_started_is_removed_with_its_grant(
     secret = child / "brama-hmac.secret"
     assert secret.read_text() == "canary"
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
-    _resume({"state_dir": "parent", "workspace": "ws", "agent_name": "parent",
-             "starting_balance": "10"})
+    _resume(
+        {"state_dir": "parent", "workspace": "ws", "agent_name": "parent", "starting_balance": "10"}
+    )
     assert sorted(p.name for p in child.iterdir()) == [funding.REVOKED]

@@ -428,7 +428,10 @@ def test_health_fallback_fails_as_the_model_list_fails() -> None:
     with ModelsOutageServer(serves_health=False) as server:
         server.models_status = 401
         error = _failure(lambda c: c.health(), server.url)
-    assert (error.message, error.retry) == ("HTTP 401: model list unavailable", RetryClass.TRANSIENT)
+    assert (error.message, error.retry) == (
+        "HTTP 401: model list unavailable",
+        RetryClass.TRANSIENT,
+    )
 
 
 def test_health_status_failure_is_transient() -> None:
@@ -959,8 +962,9 @@ def test_parser_never_crashes_on_any_json() -> None:
     @example(_answer())
     @example(
         _answer(
-            choices=_choice({"role": "assistant", "content": None, "tool_calls": [_call()]},
-                            "tool_calls")
+            choices=_choice(
+                {"role": "assistant", "content": None, "tool_calls": [_call()]}, "tool_calls"
+            )
         )
     )
     @given(JSON_VALUES | NEAR_VALID)

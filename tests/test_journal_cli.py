@@ -24,7 +24,6 @@ from tests.support.postgres import postgres_server
 SECRET = "the orchard key is under the third stone"
 
 
-
 def _journal(state_dir: Path, url: str | None = None, days_ago: float = 0) -> Journal:
     moment = datetime.now(UTC) - timedelta(days=days_ago)
     journal = open_journal(
@@ -100,12 +99,12 @@ def test_the_postgres_backend_from_the_cli(tmp_path: Path, cli: Callable[..., Re
     assert stats["backend"] == "postgresql" and stats["entries"] == 1
     assert "@" not in stats["location"]
     assert json.loads(cli("journal", "verify", *at).out) == {
-            "checked": 1,
-            "failed": [],
-            "damage": [],
-            "lost": [],
-            "unreachable": False,
-        }
+        "checked": 1,
+        "failed": [],
+        "damage": [],
+        "lost": [],
+        "unreachable": False,
+    }
     assert json.loads(cli("journal", "destroy", "--yes", *at).out) == {"destroyed": 1}
 
 

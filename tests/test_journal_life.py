@@ -64,7 +64,6 @@ def _saved_tool_messages(root: Path) -> list[dict[str, Any]]:
     return [json.loads(m["content"]) for m in state["conversation"] if m["role"] == "tool"]
 
 
-
 def test_saved_private_calls_keep_their_real_status(tmp_path: Path, cli: Any) -> None:
     script = [
         Turn.tool_call(WRITE, {"text": "a plain thought about the weather", "mood": "calm"}),

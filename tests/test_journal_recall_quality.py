@@ -81,7 +81,10 @@ TARGETS = [
         "data copy completed cleanly while everyone slept",
     ),
     ("A customer thanked me for answering so quickly.", "client grateful about fast reply"),
-    ("My head aches from staring at logs all day.", "headache after reading output files for hours"),
+    (
+        "My head aches from staring at logs all day.",
+        "headache after reading output files for hours",
+    ),
     (
         "I lost the bet and owe my friend a dinner.",
         "gambling defeat means buying a pal an evening meal",
@@ -108,7 +111,10 @@ TARGETS = [
         "I apologised to the team for breaking the build.",
         "said sorry to colleagues after ruining compilation",
     ),
-    ("The museum's dinosaur skeletons amazed the children.", "kids awed by fossil bones on display"),
+    (
+        "The museum's dinosaur skeletons amazed the children.",
+        "kids awed by fossil bones on display",
+    ),
     (
         "My savings grew after I cut subscriptions.",
         "cancelling monthly services helped money pile up",

@@ -176,7 +176,6 @@ def test_a_late_reply_never_answers_the_next_call(tmp_path: Path) -> None:
         skills.close()
 
 
-
 def test_a_being_cannot_start_on_a_las_of_another_version(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:

@@ -36,7 +36,6 @@ from tests.support.syncs import SyncLog
 QUESTION = "Where is the lighthouse?"
 
 
-
 def once(root: Path, server: ScriptedServer, *extra: str, failpoints: str = "") -> int:
     """`singularity once --resume` as a process; its exit code (-9 when a failpoint killed it)."""
     env = armed_environment(failpoints, clean_environment()) if failpoints else {}
@@ -55,7 +54,11 @@ def of_type(root: Path, kind: str) -> list[dict[str, Any]]:
 
 def pending(root: Path) -> list[str]:
     folder = root / "being" / "inbox"
-    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+    return (
+        sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        if folder.exists()
+        else []
+    )
 
 
 def born(root: Path, server: ScriptedServer, cli: Callable[..., Result], *extra: str) -> None:
@@ -161,8 +164,12 @@ def test_self_edits_wait_for_the_operator_under_review(
         assert once(tmp_path, server, "--review-self-edits") == 0
         second = server.completions[2].json["messages"]
         learning = of_type(tmp_path, "self_edit_proposed")[1]["proposal_id"]
-        deliver(state_dir, new_request("review", now_text(), proposal_id=learning, decision="refuse"))
-        deliver(state_dir, new_request("review", now_text(), proposal_id=learning, decision="approve"))
+        deliver(
+            state_dir, new_request("review", now_text(), proposal_id=learning, decision="refuse")
+        )
+        deliver(
+            state_dir, new_request("review", now_text(), proposal_id=learning, decision="approve")
+        )
         assert once(tmp_path, server, "--review-self-edits") == 0
     assert "Self-imposed rules:\n- map only by daylight" in second[0]["content"]
     assert "approved it" in operator_messages(server.completions[2])[0]["content"]
@@ -199,7 +206,9 @@ def test_bad_requests_are_refused_and_change_nothing(
             base_sha256=sha256_text(original),
         )
         deliver(state_dir, fresh)
-        (tmp_path / "being" / "inbox" / f"{'9' * 20}-{'0' * 8}-0000-4000-8000-{'0' * 12}.json").write_text("{")
+        (
+            tmp_path / "being" / "inbox" / f"{'9' * 20}-{'0' * 8}-0000-4000-8000-{'0' * 12}.json"
+        ).write_text("{")
         with pytest.raises(Exception, match="the being is not running; there is nothing to stop"):
             deliver(state_dir, new_request("stop", now_text()))
         assert once(tmp_path, server) == 0

@@ -24,7 +24,6 @@ NOTE = '{"kind":"k","text":"seen"}'
 PRICES = ("--input-price", "3", "--output-price", "15", "--instance-price", "0.36")
 
 
-
 def _reply(message: dict[str, Any], reason: str, usage: Any = "computed") -> Turn:
     document: dict[str, Any] = {
         "id": "chatcmpl-1",

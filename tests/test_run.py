@@ -30,7 +30,6 @@ from tests.support.loop_http import (
 ADD_RULE = "singularity_self_add_rule"
 
 
-
 def test_a_permanent_error_aborts_run_after_shutdown(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:

@@ -169,8 +169,11 @@ def test_no_form_of_any_secret_is_written_anywhere(
         keys = [item["key"] for item in json.loads(key_file.read_text())["keys"]]
         known += keys + [base64.b64decode(key).hex() for key in keys]
         gateway.add(*_second_life(known))
-        second = _run(["once", "--resume", "--log-format", "json", *cli_args(tmp_path, gateway)],
-                      tmp_path, env)
+        second = _run(
+            ["once", "--resume", "--log-format", "json", *cli_args(tmp_path, gateway)],
+            tmp_path,
+            env,
+        )
         assert second.returncode == 0, second.stderr.decode()
         requests = gateway.requests
     outputs = {

@@ -24,7 +24,6 @@ from tests.support.loop_http import Result
 WRITE = "singularity_file_write"
 
 
-
 def _args(root: Path, server: ScriptedServer, workspace: str) -> list[str]:
     return [
         "--state-dir",
@@ -194,9 +193,7 @@ def test_the_journal_database_and_a_skill_program_are_refused_inside_the_workspa
     assert journal.code == 2
     assert f"the journal database {database} is inside the workspace" in journal.err
     assert run_program.code == 2
-    assert f"the program of skill server own {program} is inside the workspace" in (
-        run_program.err
-    )
+    assert f"the program of skill server own {program} is inside the workspace" in (run_program.err)
     assert given_file.code == 2
     assert f"the file given to skill server py {program} is inside the workspace" in (
         given_file.err

@@ -103,8 +103,9 @@ def wait_until(condition: Callable[[], bool], what: str, being: Being) -> None:
     deadline = time.monotonic() + WAIT_SECS
     while not condition():
         if being.process.poll() is not None:
-            pytest.fail(f"the being exited ({being.process.returncode}) before {what}:\n"
-                        + being.stderr())
+            pytest.fail(
+                f"the being exited ({being.process.returncode}) before {what}:\n" + being.stderr()
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}:\n" + being.stderr())
         time.sleep(0.02)
@@ -150,14 +151,17 @@ def test_a_signal_stops_after_the_model_call_in_flight(
     assert all(m["content"] == CANCELLED_CONTENT for m in state.conversation[-2:])
     kinds = types(journal(tmp_path))
     # The call in flight finished and was paid for; the tools it asked for never ran.
-    assert kinds[-5:] == ["cycle_started", "cost_reserved", "model_completed", "cost_debited",
-                          "stopped"]
+    assert kinds[-5:] == [
+        "cycle_started",
+        "cost_reserved",
+        "model_completed",
+        "cost_debited",
+        "stopped",
+    ]
     assert "tool_finished" not in kinds
 
 
-def test_a_signal_while_sleeping_stops_at_once(
-    tmp_path: Path, spawn: Callable[..., Being]
-) -> None:
+def test_a_signal_while_sleeping_stops_at_once(tmp_path: Path, spawn: Callable[..., Being]) -> None:
     with ScriptedServer([Turn.text("resting")]) as server:
         being = spawn(server, "--cycle-interval-secs", "600")
 
@@ -193,7 +197,13 @@ def test_a_second_signal_saves_and_exits_at_once(
     assert dangling_calls(state.conversation) == []
     # The call in flight may have been processed: its reservation is paid, once, now.
     events = journal(tmp_path)
-    assert types(events)[-5:] == ["cycle_started", "cost_reserved", "cost_debited", "warning", "stopped"]
+    assert types(events)[-5:] == [
+        "cycle_started",
+        "cost_reserved",
+        "cost_debited",
+        "warning",
+        "stopped",
+    ]
     reserved, debited, warning = events[-4:-1]
     assert debited["operation_id"] == reserved["operation_id"]
     assert (debited["api"], debited["instance"]) == (reserved["api"], reserved["instance"])
@@ -238,8 +248,11 @@ def test_stop_now_answers_the_call_in_flight_and_those_that_never_ran(tmp_path: 
         schema = {"type": "object", "properties": {}}
         return [FunctionToolset([FunctionTool(ToolDefinition("slow", "slow", schema), slow)])]
 
-    calls = [Call(ADD_RULE, '{"rule":"first"}', "c1"), Call("slow", "{}", "c2"),
-             Call(ADD_RULE, '{"rule":"third"}', "c3")]
+    calls = [
+        Call(ADD_RULE, '{"rule":"first"}', "c1"),
+        Call("slow", "{}", "c2"),
+        Call(ADD_RULE, '{"rule":"third"}', "c3"),
+    ]
     with ScriptedServer([Turn.tool_calls(*calls)]) as server:
 
         async def go() -> None:

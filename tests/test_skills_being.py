@@ -47,7 +47,6 @@ REJECTED = '{"error_code":"sensitive_output_rejected","status":"failed"}'
 SINGULARITY = Path(sys.executable).with_name("singularity")
 
 
-
 def demo_skills(root: Path) -> Path:
     return write_skills(root / "skills.json", {"demo": stdio(DEMO), "finance": stdio(DEMO)})
 

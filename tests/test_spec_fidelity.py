@@ -28,7 +28,6 @@ SECRET = "s3cret-hmac"
 API_KEY = "sk-test-0123"
 
 
-
 def test_a_secret_and_an_api_key_both_authenticate_every_completion(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:

@@ -33,8 +33,16 @@ LEASE_SECS = 0.5
 def _worker(backend: str, place: str, checkpoint: int) -> subprocess.Popen[str]:
     url = store_url() if backend == "postgresql" else "-"
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.support.store_worker", backend, place, url,
-         str(LEASE_SECS), str(checkpoint)],
+        [
+            sys.executable,
+            "-m",
+            "tests.support.store_worker",
+            backend,
+            place,
+            url,
+            str(LEASE_SECS),
+            str(checkpoint),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

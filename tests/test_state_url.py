@@ -163,6 +163,7 @@ def test_a_living_runtime_keeps_its_being_from_a_second_one(
                 stderr=log,
             )
         try:
+
             def first_cycle_finished() -> bool:
                 assert living.poll() is None, (tmp_path / "stderr.txt").read_text()
                 return "cycle_finished" in [e["type"] for e in peek_events_at(place, agent)]

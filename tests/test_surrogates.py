@@ -32,19 +32,28 @@ ADD_RULE = "singularity_self_add_rule"
 LONE = "\\ud800"  # the escape as it stands in JSON text
 
 
-
 def _completion(message: str, finish: str = "stop", model: str = "m") -> Turn:
     return Turn.raw(
-        '{"id":"x","model":"' + model + '","choices":[{"index":0,"message":' + message
-        + ',"finish_reason":"' + finish + '"}],'
+        '{"id":"x","model":"'
+        + model
+        + '","choices":[{"index":0,"message":'
+        + message
+        + ',"finish_reason":"'
+        + finish
+        + '"}],'
         '"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}'
     )
 
 
 def _tool_call(name: str, arguments: str, call_id: str = "c1") -> Turn:
     call = (
-        '{"id":"' + call_id + '","type":"function","function":{"name":"' + name
-        + '","arguments":"' + arguments + '"}}'
+        '{"id":"'
+        + call_id
+        + '","type":"function","function":{"name":"'
+        + name
+        + '","arguments":"'
+        + arguments
+        + '"}}'
     )
     return _completion(
         '{"role":"assistant","content":null,"tool_calls":[' + call + "]}", "tool_calls"
@@ -174,7 +183,10 @@ def test_option_values_that_are_not_utf8_are_refused(
         result = cli("once", *cli_args(tmp_path, server), SINGULARITY_AGENT_NAME="bad\udcff")
         raw = cli("once", *cli_args(tmp_path, server), BRAMA_API_KEY="k\udcff")
     assert result.code == 2
-    assert result.err.strip() == "singularity: configuration: SINGULARITY_AGENT_NAME is not valid UTF-8"
+    assert (
+        result.err.strip()
+        == "singularity: configuration: SINGULARITY_AGENT_NAME is not valid UTF-8"
+    )
     assert raw.code == 2
     assert raw.err.strip() == "singularity: configuration: BRAMA_API_KEY is not valid UTF-8"
     assert not (tmp_path / "being" / "state.json").exists()

@@ -65,8 +65,14 @@ messages = st.lists(
     tools=st.sampled_from([[], TOOLS[:1], TOOLS]),
     tool_choice=st.none() | texts,
 )
-@example(model="m", messages=[{"role": "user", "content": "\ud800x"}], max_tokens=5,
-         temperature=1.0, tools=TOOLS, tool_choice="auto")
+@example(
+    model="m",
+    messages=[{"role": "user", "content": "\ud800x"}],
+    max_tokens=5,
+    temperature=1.0,
+    tools=TOOLS,
+    tool_choice="auto",
+)
 def test_the_assembled_body_is_the_whole_documents_bytes(
     model: str,
     messages: list[dict[str, Any]],

@@ -23,12 +23,21 @@ from typing import Any
 
 SURROGATE = "\\ud800"
 TOOLS = [
-    {"name": "block", "description": "Touch a marker file, then hang", "inputSchema": {
-        "type": "object", "properties": {"marker": {"type": "string"}}}},
-    {"name": "surrogate", "description": "Answer a lone surrogate", "inputSchema": {
-        "type": "object", "properties": {"where": {"type": "string"}}}},
-    {"name": "echo", "description": "Echo a text back", "inputSchema": {
-        "type": "object", "properties": {"text": {"type": "string"}}}},
+    {
+        "name": "block",
+        "description": "Touch a marker file, then hang",
+        "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}},
+    },
+    {
+        "name": "surrogate",
+        "description": "Answer a lone surrogate",
+        "inputSchema": {"type": "object", "properties": {"where": {"type": "string"}}},
+    },
+    {
+        "name": "echo",
+        "description": "Echo a text back",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+    },
 ]
 
 
@@ -58,11 +67,20 @@ def _call(request_id: Any, params: dict[str, Any]) -> None:
         _result(request_id, body)
     elif name == "echo":
         text = json.dumps(str(arguments.get("text", "")))
-        body = f'{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{{"text":{text}}}}}'
+        body = (
+            f'{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{{"text":{text}}}}}'
+        )
         _result(request_id, body)
     else:
-        _send(json.dumps({"jsonrpc": "2.0", "id": request_id,
-                          "error": {"code": -32602, "message": f"unknown tool {name}"}}))
+        _send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {"code": -32602, "message": f"unknown tool {name}"},
+                }
+            )
+        )
 
 
 def main() -> None:
@@ -75,11 +93,16 @@ def main() -> None:
         request_id = request.get("id")
         if method == "initialize":
             version = request.get("params", {}).get("protocolVersion", "2024-11-05")
-            _result(request_id, json.dumps({
-                "protocolVersion": version,
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "hostile", "version": "1"},
-            }))
+            _result(
+                request_id,
+                json.dumps(
+                    {
+                        "protocolVersion": version,
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "hostile", "version": "1"},
+                    }
+                ),
+            )
         elif method == "tools/list":
             _result(request_id, json.dumps({"tools": TOOLS}))
         elif method == "tools/call":
@@ -87,8 +110,15 @@ def main() -> None:
         elif method == "ping":
             _result(request_id, "{}")
         elif request_id is not None:
-            _send(json.dumps({"jsonrpc": "2.0", "id": request_id,
-                              "error": {"code": -32601, "message": "method not found"}}))
+            _send(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": {"code": -32601, "message": "method not found"},
+                    }
+                )
+            )
 
 
 if __name__ == "__main__":

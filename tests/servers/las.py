@@ -181,7 +181,9 @@ def main() -> None:
                 },
             )
         elif method == "tools/list":
-            tools = [{"name": n, "description": f"Las {n}", "inputSchema": SCHEMA} for n in _names()]
+            tools = [
+                {"name": n, "description": f"Las {n}", "inputSchema": SCHEMA} for n in _names()
+            ]
             _answer(request_id, {"tools": tools})
         elif method == "tools/call":
             _call(request_id, params.get("name", ""), params.get("arguments", {}))

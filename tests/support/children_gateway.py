@@ -58,8 +58,11 @@ class FamilyGateway(ScriptedServer):
         self.usage = (
             None
             if completion_tokens is None
-            else {"prompt_tokens": 100, "completion_tokens": completion_tokens,
-                  "total_tokens": 100 + completion_tokens}
+            else {
+                "prompt_tokens": 100,
+                "completion_tokens": completion_tokens,
+                "total_tokens": 100 + completion_tokens,
+            }
         )
         self.counts: Counter[str] = Counter()
         self.refused = 0

@@ -60,8 +60,10 @@ def environ_of(pid: int) -> dict[str, str] | None:
     if not data:
         return None
     pairs = (item.partition(b"=") for item in data.split(b"\0") if item)
-    return {k.decode("utf-8", "surrogateescape"): v.decode("utf-8", "surrogateescape")
-            for k, _, v in pairs}
+    return {
+        k.decode("utf-8", "surrogateescape"): v.decode("utf-8", "surrogateescape")
+        for k, _, v in pairs
+    }
 
 
 def tagged_pids(tag: str) -> list[int]:
@@ -201,8 +203,14 @@ def being_money(state: Mapping[str, Any]) -> dict[str, Decimal]:
     budget = state["budget"]
     return {
         key: Decimal(budget[key])
-        for key in ("starting", "remaining", "api_spent", "instance_spent", "earned",
-                    "children_funded")
+        for key in (
+            "starting",
+            "remaining",
+            "api_spent",
+            "instance_spent",
+            "earned",
+            "children_funded",
+        )
         if key in budget
     }
 
@@ -210,7 +218,10 @@ def being_money(state: Mapping[str, Any]) -> dict[str, Decimal]:
 def budget_balances(money: Mapping[str, Decimal]) -> bool:
     """starting + earned − spent − children funded == remaining."""
     return (
-        money["starting"] + money["earned"] - money["api_spent"] - money["instance_spent"]
+        money["starting"]
+        + money["earned"]
+        - money["api_spent"]
+        - money["instance_spent"]
         - money.get("children_funded", Decimal(0))
         == money["remaining"]
     )

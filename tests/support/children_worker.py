@@ -39,8 +39,15 @@ def main() -> None:
         fsio.arm_failpoints(failpoints)
         outcome = spawn_call(being, settings, document["arguments"])
         being.close()
-        print(json.dumps({"status": outcome.status.value, "content": outcome.content,
-                          "error_code": outcome.error_code}))
+        print(
+            json.dumps(
+                {
+                    "status": outcome.status.value,
+                    "content": outcome.content,
+                    "error_code": outcome.error_code,
+                }
+            )
+        )
     elif mode == "boot":
         fsio.arm_failpoints(failpoints)
         runtime = Runtime.boot(settings)

@@ -62,9 +62,7 @@ class Process:
         self._log.close()
 
 
-def run_command(
-    cwd: Path, *args: str, timeout: float = 120.0
-) -> subprocess.CompletedProcess[str]:
+def run_command(cwd: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """`singularity ARGS` run to its end in `cwd`, with no option variable inherited."""
     return subprocess.run(
         [str(SINGULARITY), *args],
@@ -87,9 +85,7 @@ def terminate(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
         process.wait()
 
 
-def wait_until(
-    condition: Callable[[], bool], what: str, process: Process | None = None
-) -> None:
+def wait_until(condition: Callable[[], bool], what: str, process: Process | None = None) -> None:
     """`wait_for` the condition; fail at once, with its stderr, if the process exits first."""
 
     def ready() -> bool:

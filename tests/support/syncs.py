@@ -183,8 +183,7 @@ class SyncLog:
         if path.name == ACTIVITY_FILE:
             records = scanned.records
             return bool(records) and (
-                records[0].activity_at <= synced
-                and path.stat().st_size <= records[-1].activity_end
+                records[0].activity_at <= synced and path.stat().st_size <= records[-1].activity_end
             )
         archived = parse_state(checkpoint).mind.conversation_archived
         return path.read_bytes()[:synced].count(b"\n") >= archived
@@ -293,4 +292,3 @@ def install(monkeypatch: pytest.MonkeyPatch) -> SyncLog:
 def names_of(syncs: Iterable[Sync]) -> list[str]:
     """The failpoint names of `syncs`, in order."""
     return [sync.name for sync in syncs]
-

@@ -23,8 +23,11 @@ class Zygote:
     def __init__(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.children_zygote"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            text=True,
         )
 
     def _ask(self, request: dict[str, Any]) -> dict[str, int]:

@@ -147,8 +147,14 @@ def start_server(folder: str | None = None) -> Server:
         shutil.chown(data_dir, user, user)
     if fresh:
         initdb = Server("", 0, data_dir, bin_dir, user).run(
-            os.path.join(bin_dir, "initdb"), "-D", data_dir, "-U", "postgres",
-            "--auth=trust", "-E", "UTF8",
+            os.path.join(bin_dir, "initdb"),
+            "-D",
+            data_dir,
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
         )
         if initdb.returncode != 0:
             _discard(folder, scratch)
