@@ -61,7 +61,7 @@ from tests.support.children_procs import (
 from tests.support.polling import wait_for
 from tests.support.zygote import Zygote
 
-DEFAULT_KILLS = 50
+DEFAULT_KILLS = 16
 SLOW_KILLS = 400
 BUDGETS = ("0.01", "0.02", "0.05", "0.1")
 HEAD_START = 0.06
