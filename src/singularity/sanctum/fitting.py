@@ -11,7 +11,6 @@ wake's order throughout. Sizes are the bytes the text takes inside a JSON reques
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from singularity.sanctum.wake import (
@@ -29,9 +28,20 @@ PENDING_HEAD = 512
 PENDING_CUT = "cut: no more room for pending.md in the model's context; read memory/pending.md"
 
 
+_ESCAPED_BY_ONE = b'"\\\b\t\n\f\r'
+_PLAIN = bytes(b for b in range(0x100) if b >= 0x20 and b not in b'"\\')
+
+
 def json_size(text: str) -> int:
-    """The bytes `text` takes as a JSON string's content (escapes included)."""
-    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+    """The bytes `text` takes as a JSON string's content (escapes included), as
+    `json.dumps(text, ensure_ascii=False)` writes it; counted on its UTF-8 bytes, since no
+    byte of a multi-byte character is below 0x20, a quote or a backslash."""
+    data = text.encode("utf-8")
+    escaped = data.translate(None, _PLAIN)
+    # A quote, a backslash and the short escapes take one byte more; other controls
+    # are written `\u00XX`, five more.
+    by_one = sum(escaped.count(byte) for byte in _ESCAPED_BY_ONE)
+    return len(data) + by_one + 5 * (len(escaped) - by_one)
 
 
 def cut_to(text: str, room: int, marker: str) -> str | None:
