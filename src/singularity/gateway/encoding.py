@@ -80,6 +80,14 @@ class WireCache:
     def __init__(self) -> None:
         self._entries: dict[int, _Entry] = {}
         self._tools: tuple[tuple[ToolDefinition, ...], bytes] = ((), b"[]")
+        self._system: Message = {"role": "system", "content": ""}
+
+    def system(self, text: str) -> Message:
+        """The system message of `text`: the one of the round before while its text is the
+        same, so that its bytes (the largest part of a request) are not encoded again."""
+        if self._system["content"] != text:
+            self._system = {"role": "system", "content": text}
+        return self._system
 
     def bytes_of(self, message: Message) -> bytes:
         """The message's compact UTF-8 JSON (a lone surrogate written as U+FFFD)."""
@@ -101,10 +109,10 @@ class WireCache:
         return EncodedMessages(messages, [self.bytes_of(message) for message in messages])
 
     def keep_only(self, messages: Iterable[Message]) -> None:
-        """Forget every message but these (the rest left the conversation, or never were in
-        it: a round's system message)."""
+        """Forget every message but these and the newest system message (the rest left the
+        conversation, or never were in it: an older system message)."""
         kept: dict[int, _Entry] = {}
-        for message in messages:
+        for message in (*messages, self._system):
             entry = self._entries.get(id(message))
             if entry is not None and entry[0] is message:
                 kept[id(message)] = entry

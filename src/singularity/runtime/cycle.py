@@ -143,8 +143,7 @@ def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -
     """
     being, wire = life.being, life.wire
     sections = "".join(extension.prompt_section() for extension in life.extensions)
-    text = system_message_text(being.state.mind, sections)
-    system: ChatMessage = {"role": "system", "content": text}
+    system = wire.system(system_message_text(being.state.mind, sections))
     visible = [being.revealed(message) for message in being.state.conversation]
     chosen = select_context(visible, life.limits.context_tokens, opening, size_of=wire.size_of)
     wire.keep_only([*visible, *(opening or ())])
