@@ -630,6 +630,45 @@ def test_journal_order_of_a_cycle_with_tools(tmp_path: Path, cli: Callable[..., 
     assert dangling_calls(state.conversation) == []
 
 
+def test_a_rounds_last_tool_outcome_is_durable_with_the_next_reservation(
+    tmp_path: Path,
+) -> None:
+    """Two durable steps a round: each outcome is durable before the next call, the last
+    one of a round with the next round's reservation (group commit)."""
+    steps: list[list[str]] = []
+
+    def prepare(runtime: Runtime) -> None:
+        store = runtime.being.store
+        commit = store.commit
+
+        def recorded(state: AgentState, events: Any) -> None:
+            steps.append([event["type"] for event in events])
+            commit(state, events)
+
+        store.commit = recorded  # type: ignore[method-assign]
+
+    script = [
+        Turn.tool_calls(
+            Call(ADD_RULE, '{"rule":"one"}'), Call(REMEMBER, '{"kind":"k","text":"t"}')
+        ),
+        Turn.tool_call(REMEMBER, {"kind": "k", "text": "u"}),
+        Turn.text("done"),
+    ]
+    with ScriptedServer(script) as server:
+        report = live_once(tmp_path, server, prepare)
+    assert report.status == "completed"
+    lived = steps[[step[:1] for step in steps].index(["cycle_started"]) :]  # after boot's
+    assert lived[:6] == [
+        ["cycle_started", "cost_reserved"],
+        ["model_completed", "cost_debited"],
+        ["tool_finished"],  # before the round's second tool runs
+        ["tool_finished", "cost_reserved"],
+        ["model_completed", "cost_debited"],
+        ["tool_finished", "cost_reserved"],
+    ]
+    assert lived[6][:3] == ["model_completed", "cost_debited", "cycle_finished"]
+
+
 def test_the_round_limit_ends_the_cycle_with_a_warning(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:

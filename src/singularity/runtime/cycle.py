@@ -1,11 +1,13 @@
 """One cycle of a being's life (spec §7.2), read top to bottom.
 
 Solvency gate, framing, then up to `max_tool_rounds` model rounds: reserve the worst
-case, call the gateway, debit the actual cost once, run the tool calls in order. Each
-round is three kinds of durable step (`LiveBeing.save`): the reservation before the
-call; the completion, its debit and the assistant message before the tools run; each
-tool's outcome before the next call. A stop requested by a signal is honoured at the
-next safe point.
+case, call the gateway, debit the actual cost once, run the tool calls in order. A round
+is two durable steps (`LiveBeing.save`): the reservation, made durable before the call
+together with the outcome of the round before's last tool; the completion, its debit and
+the assistant message, before the tools run. Each tool's outcome is durable before the
+next call: a step of its own before the round's next tool, otherwise with the next
+round's reservation or the step that ends the cycle. A stop requested by a signal is
+honoured at the next safe point.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.extension import Extension
 from singularity.runtime.reservation import PromptMeter, Reservation, plan
-from singularity.runtime.tool_call import execute_tool_call, skip_tool_call
+from singularity.runtime.tool_call import run_tool_call, skip_tool_call
 from singularity.tools.base import ToolDefinition
 from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue
 
@@ -175,7 +177,11 @@ def opening_messages(life: Life, cycle: int) -> list[ChatMessage]:
 def can_afford_cycle(life: Life) -> bool:
     """Whether the being is solvent and can cover the worst case of a new cycle's first call."""
     opening = opening_messages(life, life.being.state.cycle + 1)
-    reservation = plan_call(life, [*request_messages(life), *opening])
+    sent = request_messages(life)
+    messages = EncodedMessages(
+        [*sent.messages, *opening], [*sent.encoded, *map(life.wire.bytes_of, opening)]
+    )
+    reservation = plan_call(life, messages)
     return reservation.affordable(life.being.state.budget)
 
 
@@ -270,7 +276,7 @@ async def live_cycle(life: Life) -> CycleReport:
             return life.report("budget_exhausted", actions, None)
         operation = ledger.new_operation_id()
         ledger.reserve(being, operation, reservation.charge)
-        being.save()  # the reservation is durable before the call is made
+        being.save()  # the reservation (and the last tool's outcome) before the call is made
         started = time.monotonic_ns()
         being.announce(
             notices.model_call_started(being.now(), state.cycle, state.mind.current_model)
@@ -315,8 +321,10 @@ async def live_cycle(life: Life) -> CycleReport:
                     skip_tool_call(being, skipped)
                 being.save()
                 return life.report("cancelled", actions, None)
-            await execute_tool_call(being, life.catalogue, call)
+            await run_tool_call(being, life.catalogue, call)
             actions.append(call["function"]["name"])
+            if index + 1 < len(calls):
+                being.save()  # this outcome is durable before the round's next tool runs
     being.journal(events.Warned(being.now(), state.cycle, ROUND_LIMIT_WARNING))
     being.save()
     return life.report("tool_round_limit", actions, None)

@@ -41,6 +41,14 @@ def _remember_resource(ids: list[str], value: str | None) -> None:
 
 async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCall) -> CallResult:
     """Run one call, record it, append its tool message, journal it, credit revenue, save."""
+    result = await run_tool_call(being, catalogue, call)
+    being.save()
+    return result
+
+
+async def run_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCall) -> CallResult:
+    """Run one call, record it, append its tool message, journal it, credit revenue; the
+    outcome is durable at the caller's next `save`."""
     name = call["function"]["name"]
     outcome = await catalogue.dispatch(name, call["function"]["arguments"])
     # Decision 32: a secret of the runtime that a tool's result holds stops here.
@@ -77,7 +85,6 @@ async def execute_tool_call(being: LiveBeing, catalogue: Catalogue, call: ToolCa
         being.journal(events.Warned(at, state.cycle, refusal))
     if found.amount is not None:
         ledger.credit(being, found.amount, name)
-    being.save()
     return CallResult(name, outcome)
 
 
