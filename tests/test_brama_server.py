@@ -30,9 +30,9 @@ from singularity.gateway_server.routes import LOCAL_MODEL_ID, GatewayConfig, Rou
 from singularity.gateway_server.server import Gateway, ServeOptions, create_app
 from singularity.tools.base import ToolDefinition
 from tests.support.brama import brama_serve
+from tests.support.commands import SINGULARITY
 from tests.support.polling import wait_for_async
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 SECRET = "brama-test-secret"
 NOTE = ToolDefinition(
     "note",

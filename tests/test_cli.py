@@ -16,7 +16,6 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,9 @@ from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
 from singularity.runtime.catalogue import part_definitions
 from singularity.runtime.mind_import import import_offline
+from tests.support.commands import SINGULARITY
 from tests.support.loop_http import make_cli
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 ZEROS = "0" * 64
 

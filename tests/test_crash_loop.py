@@ -57,6 +57,7 @@ from singularity.runtime.lifecycle import Runtime
 from singularity.store.base import Event
 from singularity.store.opening import StorePlace, peek_events_at, peek_state_at
 from singularity.testing.scripted_server import ScriptedServer
+from tests.support.commands import clean_environment
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import FILES, REMEMBER, file_version, turns
 from tests.support.stores import store_url
@@ -91,7 +92,6 @@ LOOP_SETTINGS = {
     "http_timeout_secs": "5",
 }
 SCRIPT_CHUNK = 400
-FOREIGN_ENV = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
 
 
 def _forget_requests(server: ScriptedServer) -> None:
@@ -104,7 +104,7 @@ def _forget_requests(server: ScriptedServer) -> None:
 
 
 def _clean_environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+    return clean_environment()
 
 
 def _returned_memories(state: AgentState) -> set[str]:

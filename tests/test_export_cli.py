@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,16 +19,21 @@ import pytest
 
 from singularity.store.directory import DirectoryStore
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.sanctum import being_args, clean_env
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.files import tree
+from tests.support.sanctum import being_args
 from tests.support.stores import store_url
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 FILES = ("state.json", "activity.jsonl")
 
 
 def singularity(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SINGULARITY), *args], env=clean_env(), capture_output=True, text=True, timeout=120
+        [str(SINGULARITY), *args],
+        env=clean_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -37,19 +41,6 @@ def live(root: Path, agent: str, turns: list[Turn], *extra: str) -> None:
     with ScriptedServer(turns) as server:
         done = singularity("once", *being_args(root, server.url, "--agent-id", agent, *extra))
     assert done.returncode == 0, done.stderr
-
-
-def tree(root: Path) -> dict[str, bytes | None]:
-    """Every file (its bytes) and folder (None) below `root`, by relative path."""
-    found: dict[str, bytes | None] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), root) + "/"] = None
-        for name in files:
-            found[os.path.relpath(os.path.join(folder, name), root)] = Path(
-                folder, name
-            ).read_bytes()
-    return found
 
 
 @pytest.fixture(scope="module")

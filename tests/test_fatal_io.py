@@ -12,9 +12,7 @@ written (ENOSPC on stderr) does not stop a being.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,18 +23,10 @@ from singularity.runtime.verify import verify_state_dir
 from singularity.storage import fsio
 from singularity.store import redo
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import (
-    OPTION_PREFIXES,
-    Result,
-    all_events,
-    boot,
-    cli_args,
-    run,
-    state_of,
-)
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.loop_http import Result, all_events, boot, cli_args, run, state_of
 
 ADD_RULE = "singularity_self_add_rule"
-SINGULARITY = Path(sys.executable).with_name("singularity")
 # Steps after the birth's checkpoint: `started` (1), the first cycle's framing (2), its
 # reservation (3), then its completion with the debit (4), between a model call and its
 # tool call.
@@ -186,7 +176,7 @@ def test_a_failed_archive_append_stops_the_being_failed(spec: str, tmp_path: Pat
 def test_a_full_terminal_does_not_stop_a_being(tmp_path: Path) -> None:
     """ENOSPC on stderr: the being lives its cycle and saves. ENOSPC on stdout too: the
     report cannot be written, which is an I/O error (exit 4), and the being is saved."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     script = [Turn.tool_call(ADD_RULE, {"rule": "kept"}), Turn.text("done"), Turn.text("again")]
     with ScriptedServer(script) as server, open("/dev/full", "w") as full:
         args = cli_args(tmp_path, server)

@@ -13,7 +13,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,12 +20,12 @@ import pytest
 
 from singularity.runtime.mind_import_service import SOCKET_NAME
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.living import clean_environment, run_command
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.living import run_command
 from tests.support.loop_http import boot, cli_args, journal, run, state_of
 from tests.support.polling import wait_for, wait_for_async
 from tests.support.ports import closed_port_url
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 MIND = {
     "schema_version": "singularity-mind-import-v1",
     "source": {"kind": "notes-export", "id": "laptop"},

@@ -10,9 +10,7 @@ passes, found by recording a real boot, so a new write in the boot is covered as
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -22,10 +20,9 @@ from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.verify import verify_state_dir
 from singularity.storage import fsio
 from singularity.testing.scripted_server import ScriptedServer
+from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.failpoints import armed_environment
-from tests.support.loop_http import OPTION_PREFIXES, cli_args, settings
-
-SINGULARITY = Path(sys.executable).with_name("singularity")
+from tests.support.loop_http import cli_args, settings
 
 
 def _boot_failpoints(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -58,7 +55,7 @@ def _boot_failpoints(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _kill_first_boot_then_start(root: Path, spec: str) -> None:
     root.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     state_dir = root / "being"
     with ScriptedServer() as server:
         args = cli_args(root, server)

@@ -13,7 +13,6 @@ worker: it arms a failpoint and runs `singularity run`.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -24,8 +23,9 @@ import pytest
 from singularity.journal.opening import open_journal
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.commands import clean_environment
 from tests.support.journal import config_of
-from tests.support.loop_http import OPTION_PREFIXES, Result, boot, make_cli, run
+from tests.support.loop_http import Result, boot, make_cli, run
 
 CANARY = "CANARY-7f3a9c-lighthouse"
 REPO = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def _cycle_two() -> list[Turn]:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     env["PYTHONPATH"] = str(REPO)
     return env
 

@@ -21,8 +21,9 @@ import pytest
 
 from singularity.journal.opening import open_journal
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.commands import clean_environment
 from tests.support.journal import config_of
-from tests.support.loop_http import OPTION_PREFIXES, Result, all_events, cli_args
+from tests.support.loop_http import Result, all_events, cli_args
 
 EARLIER_MODEL = "all-MiniLM-L6-v2"  # the float model of earlier versions
 WRITE, RECALL, PROMOTE = (
@@ -357,7 +358,7 @@ WITHOUT_MODEL = (
 
 
 def _without_model(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     return subprocess.run(
         [sys.executable, "-c", WITHOUT_MODEL, *args],
         capture_output=True,

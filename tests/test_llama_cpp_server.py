@@ -32,11 +32,11 @@ import pytest
 
 from singularity.runtime.verify import verify_state_dir
 from tests.support.brama import ASK, REMEMBER, brama_serve
-from tests.support.living import clean_environment, run_command, terminate
+from tests.support.commands import clean_environment
+from tests.support.living import run_command, terminate
 from tests.support.polling import wait_for
 from tests.support.ports import serve_on_free_port
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 API_KEY = "llama-server-key-7f3a"
 ALIAS = "smollm2"
 

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 from singularity.runtime.lifecycle import Runtime
@@ -28,25 +27,17 @@ from singularity.testing.scripted_server import (
     tool_message_violation,
 )
 from tests.servers import HERE, stdio, write_skills
-from tests.support.loop_http import (
-    OPTION_PREFIXES,
-    cli_args,
-    dangling_calls,
-    journal,
-    run,
-    settings,
-    state_of,
-)
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.loop_http import cli_args, dangling_calls, journal, run, settings, state_of
 from tests.support.polling import wait_for
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 HOSTILE = HERE / "hostile.py"
 ADD_RULE = "singularity_self_add_rule"
 WAIT_SECS = 90.0
 
 
 def _environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    return clean_environment()
 
 
 def _in_flight(path: Path, process: subprocess.Popen[bytes]) -> bool:

@@ -28,8 +28,9 @@ from singularity.runtime.verify import verify_state_dir
 from singularity.storage.inbox import post_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from singularity.timestamps import now_text
+from tests.support.commands import clean_environment
 from tests.support.failpoints import armed_environment
-from tests.support.living import Process, clean_environment
+from tests.support.living import Process
 from tests.support.loop_http import Result, all_events, cli_args, state_of
 from tests.support.syncs import SyncLog
 

@@ -33,7 +33,8 @@ import httpx
 import pytest
 
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.living import clean_environment, terminate
+from tests.support.commands import clean_environment
+from tests.support.living import terminate
 from tests.support.polling import wait_for
 from tests.support.ports import serve_on_free_port
 

@@ -18,14 +18,7 @@ from pathlib import Path
 import pytest
 
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
-from tests.support.loop_http import (
-    Result,
-    cli_args,
-    dangling_calls,
-    journal,
-    state_of,
-    types,
-)
+from tests.support.loop_http import Result, cli_args, dangling_calls, journal, state_of, types
 
 ADD_RULE = "singularity_self_add_rule"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,17 @@ from singularity.runtime.children import child_environment
 from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import boot, run, settings
-from tests.support.sanctum import being_args, clean_env, wake_lines
+from tests.support.sanctum import being_args, wake_lines
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 NEW_PERSONA = "# Persona\n\n- Name: Sage\n- Vibe: dry wit, exact numbers\n"
 
 
 def once(root: Path, server: ScriptedServer, *extra: str) -> dict[str, Any]:
     result = subprocess.run(
         [str(SINGULARITY), "once", *being_args(root, server.url, *extra)],
-        env=clean_env(),
+        env=clean_environment(),
         capture_output=True,
         timeout=120,
     )

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -14,12 +13,12 @@ from pathlib import Path
 from singularity.runtime.verify import verify_state_dir
 from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import all_events as journal
 from tests.support.loop_http import boot, run
 from tests.support.polling import wait_for
-from tests.support.sanctum import being_args, clean_env, sessions_of
+from tests.support.sanctum import being_args, sessions_of
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 WRITE = "singularity_sanctum_write"
 STOPPING = "stopping at the next safe point"
 
@@ -137,7 +136,7 @@ def test_sigterm_in_the_middle_of_a_cycle_leaves_a_note_for_every_cycle(tmp_path
     with ScriptedServer(script) as server, stderr.open("wb") as err_file:
         process = subprocess.Popen(
             [str(SINGULARITY), "run", *being_args(tmp_path, server.url)],
-            env=clean_env(),
+            env=clean_environment(),
             stdout=subprocess.DEVNULL,
             stderr=err_file,
         )
@@ -170,7 +169,7 @@ def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> Non
     with ScriptedServer(script) as server:
         process = subprocess.Popen(
             [str(SINGULARITY), "run", *being_args(tmp_path, server.url)],
-            env=clean_env(),
+            env=clean_environment(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -185,7 +184,7 @@ def test_sigkill_then_resume_notes_the_cycle_the_kill_cut(tmp_path: Path) -> Non
     with ScriptedServer([Turn.text("awake again")]) as server:
         result = subprocess.run(
             [str(SINGULARITY), "once", *being_args(tmp_path, server.url, "--resume")],
-            env=clean_env(),
+            env=clean_environment(),
             capture_output=True,
             timeout=120,
         )

@@ -29,14 +29,7 @@ import pytest
 from singularity.store.opening import StorePlace, open_store_at, peek_events_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.living import Process, wait_until
-from tests.support.loop_http import (
-    Result,
-    all_events,
-    boot,
-    cli_args,
-    run,
-    state_of,
-)
+from tests.support.loop_http import Result, all_events, boot, cli_args, run, state_of
 from tests.support.stores import a_being, live_a_step, store_url
 
 PRICES = ("--input-price", "1", "--output-price", "2")

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -30,9 +28,9 @@ import pytest
 from singularity.secrets import SECRET_MARKER, Scrubber
 from singularity.testing.scripted_server import Call, RecordedRequest, ScriptedServer, Turn
 from singularity.testing.scripted_server import _Handler as ScriptedHandler
-from tests.support.loop_http import OPTION_PREFIXES, cli_args
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.loop_http import cli_args
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 API_KEY = "sk-canary-3f9d27a1c4e8b6d0"
 HMAC_SECRET = 'hmac"canary\\51e7c2d98a04'  # a quote and a backslash: JSON escapes differ
 MOST_TOKEN = "most-canary-8c1f4b7e2d93"
@@ -150,7 +148,7 @@ def test_no_form_of_any_secret_is_written_anywhere(
 ) -> None:
     secrets_dir = tmp_path / "secrets"
     secrets_dir.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     env["MOST_SERVICE_TOKEN_FILE"] = str(_secret_file(secrets_dir / "most.token", MOST_TOKEN))
     env["MOST_BASE_URL"] = most.url
     if mode == "bearer":

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -35,17 +33,9 @@ from singularity.runtime.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
 from singularity.runtime.verify import verify_state_dir
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition, Toolset
-from tests.support.loop_http import (
-    OPTION_PREFIXES,
-    boot,
-    cli_args,
-    dangling_calls,
-    journal,
-    state_of,
-    types,
-)
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.loop_http import boot, cli_args, dangling_calls, journal, state_of, types
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 ADD_RULE = "singularity_self_add_rule"
 WAIT_SECS = 90.0
 
@@ -54,7 +44,7 @@ class Being:
     """A `singularity run` subprocess."""
 
     def __init__(self, root: Path, server: ScriptedServer, *extra: str) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+        env = clean_environment()
         self.log = (root / "stderr.txt").open("wb")
         self.process = subprocess.Popen(
             [str(SINGULARITY), "run", *cli_args(root, server, *extra), "--log-format", "json"],

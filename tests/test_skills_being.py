@@ -33,18 +33,11 @@ from tests.servers import (
     stdio,
     write_skills,
 )
-from tests.support.loop_http import (
-    Result,
-    boot,
-    cli_args,
-    journal,
-    run,
-    state_of,
-)
+from tests.support.commands import SINGULARITY
+from tests.support.loop_http import Result, boot, cli_args, journal, run, state_of
 
 TIMEOUT = "60"
 REJECTED = '{"error_code":"sensitive_output_rejected","status":"failed"}'
-SINGULARITY = Path(sys.executable).with_name("singularity")
 
 
 def demo_skills(root: Path) -> Path:

@@ -23,6 +23,7 @@ from singularity.store.directory import DirectoryStore
 from singularity.store.opening import StorePlace
 from singularity.store.postgres.store import PostgresStore
 from tests.support.failpoints import armed_environment
+from tests.support.files import tree
 from tests.support.stores import a_being, archive_overflow, live_a_step, store_url
 
 FILES = ("state.json", "activity.jsonl", "conversation.jsonl")
@@ -49,19 +50,6 @@ def lived_directory(path: Path, agent_id: str, steps: int = 12) -> None:
     (sanctum / "raw").mkdir(mode=0o700)
     (sanctum / "PERSONA.md").write_text("# Persona\n\n- Name: Sage ✓\n")
     (sanctum / "memory" / "topics" / "pricing.md").write_bytes(b"# Pricing\n\n42\n")
-
-
-def tree(root: Path) -> dict[str, bytes | None]:
-    """Every file (its bytes) and folder (None) below `root`, by relative path."""
-    found: dict[str, bytes | None] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), root) + "/"] = None
-        for name in files:
-            found[os.path.relpath(os.path.join(folder, name), root)] = Path(
-                folder, name
-            ).read_bytes()
-    return found
 
 
 def to_postgres(source: Path, agent_id: str) -> None:

@@ -34,6 +34,7 @@ from singularity.store.base import LeaseLost
 from singularity.store.opening import StorePlace, peek_events_at
 from singularity.store.postgres.store import PostgresStore
 from singularity.testing.scripted_server import ScriptedServer
+from tests.support.commands import clean_environment
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import turns
 from tests.support.polling import wait_for
@@ -155,7 +156,6 @@ RUNTIME_SETTINGS = {
     "http_timeout_secs": "5",
 }
 EVENTS_BEFORE_FREEZE = 30
-FOREIGN_ENV = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
 
 
 def _stored_events(db: psycopg.Connection[tuple[int]], agent: str) -> int:
@@ -201,7 +201,7 @@ def test_a_frozen_singularity_run_is_refused_after_a_takeover(
         argv = [sys.executable, "-m", "singularity", "run", "--state-dir", str(tmp_path / "a")]
         for name, value in flags.items():
             argv += ["--" + name.replace("_", "-"), value]
-        environment = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+        environment = clean_environment()
         with open(log, "w") as said:
             first = subprocess.Popen(argv, cwd=tmp_path, env=environment, stderr=said)
         try:

@@ -10,7 +10,6 @@ refused by the lease, and a bad URL is refused saying what is wrong.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import uuid
@@ -21,7 +20,8 @@ import psycopg
 
 from singularity.store.opening import StorePlace, open_store_at, peek_events_at, peek_state_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import OPTION_PREFIXES, SINGULARITY, Result, cli_args
+from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.loop_http import Result, cli_args
 from tests.support.polling import wait_for
 from tests.support.stores import store_url
 
@@ -150,7 +150,7 @@ def test_a_living_runtime_keeps_its_being_from_a_second_one(
 ) -> None:
     agent = new_agent()
     place = StorePlace.parse(store_url())
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
+    env = clean_environment()
     with ScriptedServer([Turn.text("resting")]) as server:
         args = [*in_store(tmp_path, server, agent), "--cycle-interval-secs", "3600"]
         with (tmp_path / "stderr.txt").open("wb") as log:

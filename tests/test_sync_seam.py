@@ -14,7 +14,6 @@ import ast
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,13 +21,13 @@ import pytest
 
 from singularity.storage import fsio
 from singularity.testing.scripted_server import ScriptedServer, Turn
+from tests.support.commands import SINGULARITY
 from tests.support.failpoints import VARIABLE, armed_environment
 from tests.support.loop_http import cli_args
 from tests.support.syncs import SyncLog
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "singularity"
 SYNC_CALLS = {"fsync", "fdatasync", "sync", "syncfs", "sync_file_range"}
-SINGULARITY = Path(sys.executable).with_name("singularity")
 ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.commands import SINGULARITY
 from tests.support.polling import wait_for
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 # A tool in OpenAI's shape and a request that calls for it, for clients of a gateway.
 REMEMBER: Any = {
     "type": "function",

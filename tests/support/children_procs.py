@@ -24,9 +24,9 @@ from typing import Any
 from singularity.storage import funding
 from singularity.storage.activity import Event, read_events
 from singularity.storage.fsio import open_dir
+from tests.support import commands
 
 TAG = "CHILDREN_TAG"
-FOREIGN_ENV = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
 CHILDREN = "children"
 
 
@@ -37,7 +37,7 @@ def new_tag() -> str:
 
 def clean_environment(tag: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without configuration variables, tagged, plus `extra`."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
+    environment = commands.clean_environment()
     environment[TAG] = tag
     environment.update(extra or {})
     return environment

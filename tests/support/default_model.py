@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.support.brama import SINGULARITY
+from tests.support.commands import SINGULARITY
 
 # The default tier's life: one cycle of one model round of at most 64 tokens, told
 # something worth keeping.

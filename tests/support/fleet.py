@@ -15,7 +15,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -37,10 +36,11 @@ from singularity.fleet.workflow import BeingWorkflow
 from singularity.jsoncodec import loads_strict
 from singularity.state_place import StorePlace
 from singularity.store.opening import peek_events_at
+from tests.support import commands
 
 QUEUE = "beings"
 STORES = ("directory", "postgresql")
-SINGULARITY = str(Path(sys.executable).with_name("singularity"))
+SINGULARITY = str(commands.SINGULARITY)
 
 
 def time_skipping_server() -> str:

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-from tests.support.loop_http import OPTION_PREFIXES
+from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.polling import wait_for
 
-SINGULARITY = Path(sys.executable).with_name("singularity")
 WAIT_SECS = 90.0
-
-
-def clean_environment(**extra: str) -> dict[str, str]:
-    """This process's environment without any option variable, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(OPTION_PREFIXES)}
-    env.update(extra)
-    return env
 
 
 class Process:

@@ -29,11 +29,10 @@ from singularity.storage.activity import Event
 from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import RecordedRequest, ScriptedServer, _Handler
 from singularity.tools.base import Toolset
+from tests.support.commands import OPTION_PREFIXES
 
 T = TypeVar("T")
-SINGULARITY = Path(sys.executable).with_name("singularity")
 # Variables a being's configuration reads (OpenAI's two are the gateway's last fallbacks).
-OPTION_PREFIXES = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_", "OPENAI_")
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -19,6 +19,7 @@ from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.store import SanctumStore
 from singularity.sanctum.tools import Context
 from singularity.sanctum.wake import wake
+from tests.support.loop_http import cli_args
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sanctum"
 IDENTITY = ("PERSONA.md", "CREED.md", "BOND.md", "HOW-I-REMEMBER.md", "CAPABILITIES.md")
@@ -118,34 +119,9 @@ def fake_core(tmp: Path, **flags: str) -> tuple[SanctumCore, FakeHost]:
     return SanctumCore(host, SanctumConfig.from_settings(settings)), host
 
 
-FOREIGN_ENV = ("SINGULARITY_", "BRAMA_", "LAS_", "MOST_", "WISENT_")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without configuration variables, plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(FOREIGN_ENV)}
-    env.update(extra)
-    return env
-
-
 def being_args(root: Path, url: str, *extra: str) -> list[str]:
-    """`once`/`run` flags for a being at `root/being` (workspace `root/ws`) on `url`."""
-    (root / "ws").mkdir(exist_ok=True)
-    return [
-        "--state-dir",
-        str(root / "being"),
-        "--workspace",
-        str(root / "ws"),
-        "--brama-url",
-        url,
-        "--brama-model",
-        "scripted-model",
-        "--cycle-interval-secs",
-        "0",
-        "--agent-name",
-        "Sage",
-        *extra,
-    ]
+    """`once`/`run` flags for a being named Sage at `root/being` (workspace `root/ws`) on `url`."""
+    return cli_args(root, url, "--agent-name", "Sage", *extra)
 
 
 def sessions_of(root: Path) -> dict[str, str]:
