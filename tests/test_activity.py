@@ -291,9 +291,24 @@ def test_an_unknown_type_decodes_to_nothing_and_a_bad_event_says_what() -> None:
         events.decode({"type": "cost_released", "at": AT, "cycle": 1})
     with pytest.raises(events.EventShapeError, match="pulse_finished event has a bad cost"):
         events.decode({"type": "pulse_finished", "at": AT, "cycle": 1, "status": "x", "cost": "a"})
+    with pytest.raises(events.EventShapeError, match="cycle_started event has a bad cycle"):
+        events.decode({"type": "cycle_started", "at": AT, "cycle": "1"})
+    with pytest.raises(events.EventShapeError, match="journal_recalled event has a bad ids"):
+        events.decode({"type": "journal_recalled", "at": AT, "cycle": 1, "k": 1, "ids": [1]})
+    with pytest.raises(events.EventShapeError, match="journal_entry_added event has a bad mood"):
+        bad = {"type": "journal_entry_added", "at": AT, "cycle": 1, "id": "j", "mood": 3}
+        events.decode({**bad, "redacted": False})
     for usage in ("many", {"prompt_tokens": "a"}, {"completion_tokens": -1}):
         with pytest.raises(events.EventShapeError, match="model_completed event has a bad usage"):
             events.decode({"type": "model_completed", "at": AT, "cycle": 1, "usage": usage})
+
+
+def test_a_reader_passes_over_what_it_cannot_read() -> None:
+    assert events.readable({"type": "cycle_started", "at": AT, "cycle": True}) is None
+    assert events.readable({"type": "from_a_later_version", "at": AT}) is None
+    assert events.readable({"type": "cycle_started", "at": AT, "cycle": 2}) == (
+        events.CycleStarted(AT, 2)
+    )
 
 
 def test_spec_field_order_of_the_baseline_events() -> None:

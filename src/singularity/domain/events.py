@@ -55,13 +55,25 @@ class EventShapeError(ValueError):
 def decode(event: Event) -> ActivityEvent | None:
     """The record of a journaled event; None for a type this version does not know.
 
-    A known type missing a field, or with money that is not money, is an
-    `EventShapeError` saying which.
+    A known type missing a field, or with a field not of its type (money that is not money,
+    a cycle that is not an integer), is an `EventShapeError` saying which.
     """
     kind = kind_of(event)
     if kind is None:
         return None
     return kind(**_arguments(kind, event))
+
+
+def readable(event: Event) -> ActivityEvent | None:
+    """The record of a journaled event; None for a type unknown or an event damaged.
+
+    For the readers that show or count what a journal holds and pass over what they cannot
+    read (a line an older or later version wrote differently, a hand-edited one).
+    """
+    try:
+        return decode(event)
+    except EventShapeError:
+        return None
 
 
 def kind_of(event: Event) -> type[ActivityEvent] | None:
@@ -96,8 +108,28 @@ def _arguments(kind: type[ActivityEvent], event: Event) -> dict[str, Any]:
             if len(counts) != len(USAGE_COUNTS) or not all(map(_is_count, counts)):
                 raise EventShapeError(f"{kind.type} event has a bad {each.name}")
             value = Usage(*counts)
+        elif not fits(value, hint):
+            raise EventShapeError(f"{kind.type} event has a bad {each.name}")
         arguments[each.name] = value
     return arguments
+
+
+def fits(value: object, hint: Any) -> bool:
+    """Whether a JSON value has the type a record's field is annotated with."""
+    if hint is Any:
+        return True
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    origin, parts = typing.get_origin(hint), typing.get_args(hint)
+    if origin is list:
+        return isinstance(value, list) and all(fits(item, parts[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(fits(item, parts[1]) for item in value.values())
+    if type(None) in parts:  # `X | None`
+        return value is None or any(fits(value, part) for part in parts if part is not type(None))
+    raise TypeError(f"an event field annotated {hint!r} cannot be checked")
 
 
 USAGE_COUNTS = ("prompt_tokens", "completion_tokens")
