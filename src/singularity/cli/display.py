@@ -21,7 +21,7 @@ from rich.text import Text
 from singularity.domain import events, notices
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import compact, loads_strict
-from singularity.money import parse_money, render_money, sub
+from singularity.money import render_money, sub
 from singularity.storage.activity import Event
 
 STATUS_STYLE = {"success": "green", "failed": "red", "indeterminate": "yellow"}
@@ -45,7 +45,7 @@ def shortened(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def seen_by_model(status: str, bounded: Event | None) -> tuple[str, str]:
+def seen_by_model(status: str, bounded: events.OutputBounded | None) -> tuple[str, str]:
     """The status the model was shown for a call, and a note on what the boundary did.
 
     A result the output boundary withheld reached the model as a failure, whatever the
@@ -53,9 +53,9 @@ def seen_by_model(status: str, bounded: Event | None) -> tuple[str, str]:
     """
     if bounded is None:
         return status, ""
-    if bounded.get("rejection") is not None:
-        return "failed", f" (result withheld: {bounded['rejection']}; the call ended {status})"
-    count = sum(int(n) for n in dict(bounded.get("redactions") or {}).values())
+    if bounded.rejection is not None:
+        return "failed", f" (result withheld: {bounded.rejection}; the call ended {status})"
+    count = sum(bounded.redactions.values())
     return status, f" ({count} value{'s' if count != 1 else ''} redacted)"
 
 
@@ -97,15 +97,19 @@ class LiveView:
         self.state = state
         self.console = console or Console(stderr=True, highlight=False)
         self._live: Live | None = None
-        self._bounded: dict[str, Event] = {}  # `output_bounded`, until its `tool_finished`
+        self._bounded: dict[str, events.OutputBounded] = {}  # until its `tool_finished`
 
     def __call__(self, event: Event) -> None:
         kind = event.get("type")
         if kind != notices.MODEL_CALL_STARTED:
             self._stop_waiting()
-        handler = self._handlers.get(str(kind))
+        if kind in notices.NOTICE_TYPES:
+            self._notices[str(kind)](self, event)
+            return
+        record = events.readable(event)
+        handler = self._handlers.get(type(record)) if record is not None else None
         if handler is not None:
-            handler(self, event)
+            handler(self, record)
 
     def _stop_waiting(self) -> None:
         if self._live is not None:
@@ -115,15 +119,15 @@ class LiveView:
     def _print(self, text: str) -> None:
         self.console.print(text)
 
-    def _started(self, event: Event) -> None:
+    def _started(self, event: events.Started) -> None:
         state = self.state
         self._print(
             f"[bold]{escape(state.identity.name)}[/bold] is alive: balance "
             f"{render_money(state.budget.remaining)} USD, model {escape(state.mind.current_model)}"
         )
 
-    def _cycle(self, event: Event) -> None:
-        self.console.rule(f"cycle {event['cycle']}", style="dim")
+    def _cycle(self, event: events.CycleStarted) -> None:
+        self.console.rule(f"cycle {event.cycle}", style="dim")
 
     def _waiting(self, event: Event) -> None:
         if not self.console.is_terminal:
@@ -137,12 +141,12 @@ class LiveView:
         )
         self._live.start()
 
-    def _completed(self, event: Event) -> None:
-        usage = event["usage"]
-        model = event.get("model") or self.state.mind.current_model
+    def _completed(self, event: events.ModelCompleted) -> None:
+        usage = event.usage
+        model = event.model or self.state.mind.current_model
         self._print(
-            f"  [dim]model {escape(str(model))}: "
-            f"{usage['prompt_tokens']} + {usage['completion_tokens']} tokens[/dim]"
+            f"  [dim]model {escape(model)}: "
+            f"{usage.prompt_tokens} + {usage.completion_tokens} tokens[/dim]"
         )
 
     def _said(self, event: Event) -> None:
@@ -151,12 +155,12 @@ class LiveView:
             name = escape(self.state.identity.name)
             self._print(f"  [bold]{name}:[/bold] {escape(shortened(content, SAID_CHARS))}")
 
-    def _bounded_output(self, event: Event) -> None:
-        self._bounded[str(event["tool"])] = event
+    def _bounded_output(self, event: events.OutputBounded) -> None:
+        self._bounded[event.tool] = event
 
-    def _tool(self, event: Event) -> None:
-        tool = str(event["tool"])
-        status, note = seen_by_model(str(event["status"]), self._bounded.pop(tool, None))
+    def _tool(self, event: events.ToolFinished) -> None:
+        tool = event.tool
+        status, note = seen_by_model(event.status, self._bounded.pop(tool, None))
         style = STATUS_STYLE.get(status, "white")
         self._print(f"  → {escape(tool)} [{style}]{escape(status)}[/{style}]{escape(note)}")
 
@@ -165,37 +169,40 @@ class LiveView:
         if summary:
             self._print(f"    [dim]{escape(summary)}[/dim]")
 
-    def _paid(self, event: Event) -> None:
+    def _paid(self, event: events.CostDebited) -> None:
         # The listener runs as the debit is journaled, just before it is applied.
-        after = render_money(sub(self.state.budget.remaining, parse_money(event["amount"])))
-        self._print(f"  [dim]paid {event['amount']} USD; balance {after} USD[/dim]")
+        after = render_money(sub(self.state.budget.remaining, event.amount))
+        self._print(f"  [dim]paid {render_money(event.amount)} USD; balance {after} USD[/dim]")
 
-    def _earned(self, event: Event) -> None:
-        self._print(f"  [green]earned {event['amount']} USD from {escape(event['source'])}")
+    def _earned(self, event: events.RevenueCredited) -> None:
+        amount = render_money(event.amount)
+        self._print(f"  [green]earned {amount} USD from {escape(event.source)}")
 
-    def _warning(self, event: Event) -> None:
-        self._print(f"  [yellow]warning: {escape(str(event['message']))}")
+    def _warning(self, event: events.Warned) -> None:
+        self._print(f"  [yellow]warning: {escape(event.message)}")
 
-    def _stopped(self, event: Event) -> None:
+    def _stopped(self, event: events.Stopped) -> None:
         state = self.state
         self._print(
-            f"[bold]{escape(state.identity.name)}[/bold] {event['status']} after cycle "
-            f"{event['cycle']}; balance {render_money(state.budget.remaining)} USD"
+            f"[bold]{escape(state.identity.name)}[/bold] {event.status} after cycle "
+            f"{event.cycle}; balance {render_money(state.budget.remaining)} USD"
         )
 
-    _handlers: ClassVar[dict[str, Callable[[LiveView, Event], Any]]] = {
-        events.Started.type: _started,
-        events.CycleStarted.type: _cycle,
+    _notices: ClassVar[dict[str, Callable[[LiveView, Event], None]]] = {
         notices.MODEL_CALL_STARTED: _waiting,
-        events.ModelCompleted.type: _completed,
         notices.MODEL_ANSWERED: _said,
-        events.OutputBounded.type: _bounded_output,
-        events.ToolFinished.type: _tool,
         notices.TOOL_ANSWERED: _tool_answer,
-        events.CostDebited.type: _paid,
-        events.RevenueCredited.type: _earned,
-        events.Warned.type: _warning,
-        events.Stopped.type: _stopped,
+    }
+    _handlers: ClassVar[dict[type[events.ActivityEvent], Callable[[LiveView, Any], None]]] = {
+        events.Started: _started,
+        events.CycleStarted: _cycle,
+        events.ModelCompleted: _completed,
+        events.OutputBounded: _bounded_output,
+        events.ToolFinished: _tool,
+        events.CostDebited: _paid,
+        events.RevenueCredited: _earned,
+        events.Warned: _warning,
+        events.Stopped: _stopped,
     }
 
 
