@@ -10,6 +10,7 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 
+from singularity.domain import events
 from singularity.runtime.verify import verify_state_dir
 from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.testing.scripted_server import ScriptedServer, Turn
@@ -25,28 +26,30 @@ STOPPING = "stopping at the next safe point"
 
 def test_the_keeper_follows_cycles_after_the_sanctum_was_opened() -> None:
     keeper = NoteKeeper()
-    events = [
-        {"type": "cycle_started", "at": "2026-10-01T00:00:00Z", "cycle": 1},
-        {"type": "sanctum_initialized", "at": "2026-10-01T00:00:01Z", "outcome": "created"},
-        {"type": "cycle_started", "at": "2026-10-01T00:00:02Z", "cycle": 2},
-        {"type": "tool_finished", "cycle": 2, "tool": "a", "status": "success"},
-        {"type": "tool_finished", "cycle": 2, "tool": "a", "status": "failed"},
-        {"type": "model_completed", "cycle": 2, "usage": {"total_tokens": 7}},
-        {"type": "cost_debited", "cycle": 2, "amount": "0.25"},
-        {"type": "revenue_credited", "cycle": 2, "amount": "1.5"},
-        {"type": "warning", "cycle": 2, "message": "maximum tool rounds reached"},
-        {"type": "cycle_started", "at": "2026-10-02T00:00:00Z", "cycle": 3},
-        {"type": "model_completed", "cycle": 3, "usage": {"total_tokens": 3}},
-        {"type": "sanctum_written", "cycle": 3, "path": "memory/topics/x.md"},
-        {"type": "cycle_started", "at": "2026-10-02T00:00:01Z", "cycle": 4},
-        {"type": "sanctum_written", "cycle": 4, "path": "memory/sessions/2026-10-02-x.md"},
-        {"type": "cycle_started", "at": "2026-10-02T00:00:02Z", "cycle": 5},
-        {"type": "session_note_auto", "cycle": 5, "path": "memory/sessions/2026-10-02-cycle-5.md"},
+    day1, day2 = "2026-10-01T00:00:0", "2026-10-02T00:00:0"
+    records = [
+        events.CycleStarted(day1 + "0Z", 1),
+        events.SanctumInitialized(day1 + "1Z", "created", []),
+        events.CycleStarted(day1 + "2Z", 2),
+        events.ToolFinished(day1 + "3Z", 2, "a", "success"),
+        events.ToolFinished(day1 + "3Z", 2, "a", "failed"),
+        events.ModelCompleted(day1 + "4Z", 2, events.Usage(5, 2)),
+        events.CostDebited(day1 + "4Z", 2, "op-1", Decimal("0.25"), Decimal(0), 7),
+        events.RevenueCredited(day1 + "5Z", 2, Decimal("1.5"), "sale"),
+        events.Warned(day1 + "5Z", 2, "maximum tool rounds reached"),
+        events.CycleStarted(day2 + "0Z", 3),
+        events.ModelCompleted(day2 + "0Z", 3, events.Usage(2, 1)),
+        events.SanctumWritten(day2 + "0Z", 3, "memory/topics/x.md", 4),
+        events.CycleStarted(day2 + "1Z", 4),
+        events.SanctumWritten(day2 + "1Z", 4, "memory/sessions/2026-10-02-x.md", 4),
+        events.CycleStarted(day2 + "2Z", 5),
+        events.SessionNoteAuto(day2 + "2Z", 5, "memory/sessions/2026-10-02-cycle-5.md"),
+        events.CycleStarted(day2 + "3Z", 6),
+        events.Warned(day2 + "3Z", 6, "transport error: refused"),
     ]
-    for event in events:
-        keeper.observe(event)
-    keeper.observe({"type": "cycle_started", "at": "2026-10-02T00:00:03Z", "cycle": 6})
-    keeper.observe({"type": "warning", "cycle": 6, "message": "transport error: refused"})
+    for record in records:
+        keeper.observe(events.encode(record))
+    keeper.observe({"type": "cycle_started", "at": day2 + "4Z", "cycle": "7"})  # damaged
     assert [digest.cycle for digest in keeper.due(10)] == [2, 3]  # cycle 6 had no model round
     assert 6 not in keeper.open
     assert [digest.cycle for digest in keeper.due(2)] == [2]
@@ -111,11 +114,11 @@ def test_a_cycle_without_a_note_gets_one_and_a_noted_cycle_does_not(tmp_path: Pa
 
 
 def _cycles_and_notes(root: Path) -> tuple[list[int], list[int]]:
-    events = journal(root)
-    started = [event["cycle"] for event in events if event["type"] == "cycle_started"]
+    journaled = journal(root)
+    started = [event["cycle"] for event in journaled if event["type"] == "cycle_started"]
     noted = [
         event["cycle"]
-        for event in events
+        for event in journaled
         if event["type"] == "session_note_auto"
         or (event["type"] == "sanctum_written" and event["path"].startswith("memory/sessions/"))
     ]

@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from singularity.domain import events
-from singularity.money import ZERO, add, parse_money, render_money
+from singularity.money import ZERO, add, render_money
 from singularity.sanctum.names import SESSIONS_PREFIX
 
 Event = dict[str, Any]
@@ -47,13 +47,6 @@ class CycleDigest:
         return self.started_at[:10]
 
 
-def _money(value: object) -> Decimal:
-    try:
-        return parse_money(value)
-    except ValueError:
-        return ZERO
-
-
 @dataclass
 class NoteKeeper:
     """Digests of the cycles that still need a session note."""
@@ -63,37 +56,34 @@ class NoteKeeper:
     open: dict[int, CycleDigest] = field(default_factory=dict)
 
     def observe(self, event: Event) -> None:
-        """Take one journal event into account."""
-        kind = events.kind_of(event)
-        if kind is events.SanctumInitialized:
+        """Take one journal event into account (one it cannot read, it passes over)."""
+        record = events.readable(event)
+        if isinstance(record, events.SanctumInitialized):
             self.active = True
             return
-        cycle = event.get("cycle")
-        if not self.active or not isinstance(cycle, int):
+        if not self.active or record is None or not hasattr(record, "cycle"):
             return
-        if kind is events.CycleStarted:
-            self.open[cycle] = CycleDigest(cycle, str(event.get("at", "")))
+        if isinstance(record, events.CycleStarted):
+            self.open[record.cycle] = CycleDigest(record.cycle, record.at)
             return
-        digest = self.open.get(cycle)
+        digest = self.open.get(record.cycle)
         if digest is None:
             return
-        if kind is events.SessionNoteAuto or (
-            kind is events.SanctumWritten and str(event.get("path", "")).startswith(SESSIONS_PREFIX)
+        if isinstance(record, events.SessionNoteAuto) or (
+            isinstance(record, events.SanctumWritten) and record.path.startswith(SESSIONS_PREFIX)
         ):
-            del self.open[cycle]
-        elif kind is events.ToolFinished:
-            digest.tools[(str(event.get("tool")), str(event.get("status")))] += 1
-        elif kind is events.ModelCompleted:
+            del self.open[record.cycle]
+        elif isinstance(record, events.ToolFinished):
+            digest.tools[(record.tool, record.status)] += 1
+        elif isinstance(record, events.ModelCompleted):
             digest.model_calls += 1
-            usage = event.get("usage")
-            if isinstance(usage, dict) and isinstance(usage.get("total_tokens"), int):
-                digest.tokens += usage["total_tokens"]
-        elif kind is events.CostDebited:
-            digest.cost = add(digest.cost, _money(event.get("amount")))
-        elif kind is events.RevenueCredited:
-            digest.revenue = add(digest.revenue, _money(event.get("amount")))
-        elif kind is events.Warned and len(digest.warnings) < MAX_WARNINGS:
-            digest.warnings.append(str(event.get("message", ""))[:MAX_WARNING_CHARS])
+            digest.tokens += record.usage.total_tokens
+        elif isinstance(record, events.CostDebited):
+            digest.cost = add(digest.cost, record.amount)
+        elif isinstance(record, events.RevenueCredited):
+            digest.revenue = add(digest.revenue, record.amount)
+        elif isinstance(record, events.Warned) and len(digest.warnings) < MAX_WARNINGS:
+            digest.warnings.append(record.message[:MAX_WARNING_CHARS])
 
     def due(self, through: int) -> list[CycleDigest]:
         """The unnoted cycles up to and including `through` that had a model round, oldest
