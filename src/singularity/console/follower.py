@@ -11,10 +11,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from singularity.domain import events
-from singularity.money import parse_money
 from singularity.storage.activity import Event
 
 RECENT_EVENTS = 200
@@ -30,6 +28,13 @@ LEDGER_SIGNS: dict[type[events.ActivityEvent], int] = {
     events.ChildFunded: -1,
     events.ChildRefunded: 1,
 }
+LedgerEntry = (
+    events.CostDebited
+    | events.RevenueCredited
+    | events.OperatorCredited
+    | events.ChildFunded
+    | events.ChildRefunded
+)
 SANCTUM_WRITERS: dict[type[events.ActivityEvent], str] = {
     events.SanctumWritten: "being",
     events.OperatorSanctumWritten: "operator",
@@ -75,7 +80,7 @@ class Follower:
     offset: int = 0
     paused: bool = False
     applied: set[str] = field(default_factory=set)
-    proposals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    proposals: dict[str, events.SelfEditProposed] = field(default_factory=dict)
     ledger: list[LedgerPoint] = field(default_factory=list)
     recent: deque[Event] = field(default_factory=lambda: deque(maxlen=RECENT_EVENTS))
     rounds: deque[Event] = field(default_factory=lambda: deque(maxlen=ROUND_EVENTS))
@@ -92,59 +97,48 @@ class Follower:
         self.offset = offset
 
     def _observe(self, event: Event) -> None:
-        kind = events.kind_of(event)
         self.count += 1
         self.last_event = event
         self.recent.append(event)
-        if kind in TRANSCRIPT_EVENTS:
-            self.rounds.append(event)
         request_id = event.get("request_id")
         if isinstance(request_id, str):
             self.applied.add(request_id)
-        if kind is None:
+        record = events.readable(event)
+        if record is None:
             return
-        if kind in LEDGER_SIGNS:
-            try:
-                amount = parse_money(event.get("amount"))
-            except ValueError:
-                return
-            point = LedgerPoint(str(event.get("at")), kind.type, amount * LEDGER_SIGNS[kind])
-            self.ledger.append(point)
-        elif kind is events.OperatorPaused:
+        kind = type(record)
+        if kind in TRANSCRIPT_EVENTS:
+            self.rounds.append(event)
+        if isinstance(record, LedgerEntry):
+            delta = record.amount * LEDGER_SIGNS[kind]
+            self.ledger.append(LedgerPoint(record.at, record.type, delta))
+        elif isinstance(record, events.OperatorPaused):
             self.paused = True
-        elif kind is events.OperatorResumed:
+        elif isinstance(record, events.OperatorResumed):
             self.paused = False
-        elif kind is events.SelfEditProposed:
-            self.proposals[str(event.get("proposal_id"))] = event
-        elif kind is events.SelfEditDecided:
-            self.proposals.pop(str(event.get("proposal_id")), None)
-        elif kind in SANCTUM_WRITERS:
+        elif isinstance(record, events.SelfEditProposed):
+            self.proposals[record.proposal_id] = record
+        elif isinstance(record, events.SelfEditDecided):
+            self.proposals.pop(record.proposal_id, None)
+        elif isinstance(record, events.SanctumWritten | events.OperatorSanctumWritten):
             by = SANCTUM_WRITERS[kind]
-            cycle = event.get("cycle")
-            self.sanctum.setdefault(str(event.get("path")), []).append(
-                Change(
-                    str(event.get("at")),
-                    cycle if isinstance(cycle, int) else None,
-                    by,
-                    int(event.get("bytes", 0)),
-                )
-            )
+            change = Change(record.at, record.cycle, by, record.bytes)
+            self.sanctum.setdefault(record.path, []).append(change)
         else:
-            self._journal(kind, event)
+            self._journal(record)
 
-    def _journal(self, kind: type[events.ActivityEvent], event: Event) -> None:
+    def _journal(self, record: events.ActivityEvent) -> None:
         meta = self.journal
-        if kind is events.JournalEntryAdded:
+        if isinstance(record, events.JournalEntryAdded):
             meta.entries += 1
-            meta.last_entry_at = str(event.get("at"))
-            if event.get("redacted"):
+            meta.last_entry_at = record.at
+            if record.redacted:
                 meta.redacted += 1
-            mood = event.get("mood")
-            if isinstance(mood, str) and mood:
-                meta.moods[mood] += 1
-        elif kind is events.JournalRecalled:
+            if record.mood:
+                meta.moods[record.mood] += 1
+        elif isinstance(record, events.JournalRecalled):
             meta.recalls += 1
-        elif kind is events.JournalPromoted:
+        elif isinstance(record, events.JournalPromoted):
             meta.promoted += 1
-        elif kind is events.JournalPurged:
-            meta.purged += int(event.get("count", 0))
+        elif isinstance(record, events.JournalPurged):
+            meta.purged += record.count
