@@ -31,7 +31,6 @@ from singularity.domain.identity import identity_from
 from singularity.errors import StateError
 from singularity.runtime.lifecycle import Runtime
 from singularity.runtime.sanctum import pulse_due, pulse_schedule
-from singularity.runtime.schedule import live_pulse
 from singularity.sanctum import tools, writing
 from singularity.sanctum.entries import export_folder, read_folder
 from singularity.sanctum.extension import SanctumConfig, today
@@ -390,7 +389,7 @@ async def _pulse_once(settings: Settings) -> None:
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, runtime.request_stop)
     try:
-        report = await live_pulse(runtime)
+        report = await runtime.pulse_once()
     finally:
         await runtime.shutdown()
     print_json(report.to_json())

@@ -36,7 +36,7 @@ from singularity.runtime.mind_import_service import ImportService, socket_path
 from singularity.runtime.operator import OperatorDesk
 from singularity.runtime.preflight import preflight
 from singularity.runtime.sanctum import SanctumExtension, sanctum_extension
-from singularity.runtime.schedule import Lived, LoopSchedule, schedule_for
+from singularity.runtime.schedule import Lived, LoopSchedule, Once, PulseReport, schedule_for
 from singularity.runtime.tool_call import answer_open_calls
 from singularity.runtime.withholding import Withholding, withheld_import
 from singularity.settings_check import Credentials, born_workspace
@@ -344,12 +344,18 @@ class Runtime:
         return report
 
     async def once(self) -> CycleReport:
-        """Live exactly one cycle."""
-        try:
-            return await self.live_one()
-        except BramaError as error:
-            self._note_permanent(error)
-            raise
+        """Live exactly one cycle, through the living loop; its failure is raised."""
+        single = Once()
+        await self.live(single)
+        assert isinstance(single.outcome, CycleReport)
+        return single.outcome
+
+    async def pulse_once(self) -> PulseReport:
+        """Live exactly one pulse now, through the living loop; its failure is raised."""
+        single = Once(pulse=True)
+        await self.live(single)
+        assert isinstance(single.outcome, PulseReport)
+        return single.outcome
 
     def _note_permanent(self, error: BramaError) -> None:
         if error.retry is RetryClass.PERMANENT:
@@ -393,14 +399,14 @@ class Runtime:
         """The living loop: the schedule's steps until it is over or the being stops.
 
         Between steps the operator's requests are applied; a paused being waits for a
-        resume. `sleep` waits between steps (by default the operator desk's sleep, which
-        a message or a pause ends early).
+        resume, but for a single step a command asked for. `sleep` waits between steps (by
+        default the operator desk's sleep, which a message or a pause ends early).
         """
         rest = sleep or self.sleep
         await self.start_extensions()
-        while not self.stop_event.is_set() and not schedule.over:
+        while not schedule.over and (schedule.single or not self.stop_event.is_set()):
             self.settle_operator()
-            if self.paused:
+            if self.paused and not schedule.single:
                 await self.wait_for_operator(None)
                 continue
             wait = schedule.wait(self)
@@ -416,7 +422,7 @@ class Runtime:
     async def live_step(self, schedule: LoopSchedule) -> Lived | None:
         """Live one step of the schedule now, under the loop's rule for failures: None when
         it failed and was tolerated (journaled, counted in `failures`); a permanent gateway
-        error or a write failure is raised."""
+        error, a write failure or the failure of a single step is raised."""
         try:
             async with self.cycle_lock:
                 done = await schedule.step(self)
@@ -426,9 +432,13 @@ class Runtime:
             if error.retry is RetryClass.PERMANENT:
                 self._note_permanent(error)
                 raise
+            if schedule.single:
+                raise
             self._tolerate(error)
             return None
         except SingularityError as error:
+            if schedule.single:
+                raise
             self._tolerate(error)
             return None
         self.failures = 0

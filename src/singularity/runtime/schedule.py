@@ -3,7 +3,8 @@
 `Runtime.live` is the only loop. Its schedule says how long to wait before a step, lives
 the step, counts it and says how long to rest after it. `Cycles` (`run`) lives a cycle and
 rests the cycle interval, longer after failures (decision 25). `PulseSchedule`
-(`run --pulse`) lives a pulse whenever one is due and the hour is not quiet.
+(`run --pulse`) lives a pulse whenever one is due and the hour is not quiet. `Once`
+(`once`, `pulse --once`) lives one cycle or one pulse now, and raises its failure.
 
 A pulse is one cycle lived with `MODE: PULSE` in the sanctum section, at most
 `pulse_max_rounds` model rounds, and a cost cap: before each model call the pulse stops
@@ -17,7 +18,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from singularity.domain import events
 from singularity.money import add, render_money, sub
@@ -67,6 +68,12 @@ class LoopSchedule(Protocol):
     """When the loop's steps come and what each one is."""
 
     @property
+    def single(self) -> bool:
+        """One step a command asked for: lived even when paused or stopped, its failure
+        raised rather than tolerated."""
+        ...
+
+    @property
     def over(self) -> bool:
         """Whether the loop has lived all it was asked to."""
         ...
@@ -91,6 +98,8 @@ class LoopSchedule(Protocol):
 @dataclass
 class Limited:
     """A schedule of `limit` steps at most, over early when a step ends the loop."""
+
+    single: ClassVar[bool] = False
 
     limit: int | None = None
     count: int = 0
@@ -187,6 +196,36 @@ class PulseSchedule(Limited):
 
     def rest(self, living: Living) -> float:
         """No rest: the next pulse waits for its time."""
+        return 0.0
+
+
+@dataclass
+class Once:
+    """One cycle (a pulse, with `pulse`) now, then over; `outcome` is how it went."""
+
+    pulse: bool = False
+    outcome: Lived | None = None
+    single: ClassVar[bool] = True
+
+    @property
+    def over(self) -> bool:
+        """Whether the step was lived."""
+        return self.outcome is not None
+
+    def wait(self, living: Living) -> float:
+        """Now: whether a pulse is due is the command's to check."""
+        return 0.0
+
+    async def step(self, living: Living) -> Lived:
+        """Live the cycle or the pulse."""
+        return await live_pulse(living) if self.pulse else await living.live_one()
+
+    def lived(self, outcome: Lived | None) -> None:
+        """Keep how the step went (a single step's failure is raised, never counted)."""
+        self.outcome = outcome
+
+    def rest(self, living: Living) -> float:
+        """No rest: the loop is over."""
         return 0.0
 
 
