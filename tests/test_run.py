@@ -143,3 +143,19 @@ def test_a_dangling_tool_call_cannot_be_left_by_a_round_limit(
         (1, "maximum tool rounds reached"),
         (2, "maximum tool rounds reached"),
     ]
+
+
+def test_once_lives_its_cycle_through_the_loop_and_its_failure_is_its_own(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    """`once` is the loop given one step: a transient error is not tolerated as `run`
+    tolerates it (no `warning`), it ends the command with its error, and the being is
+    shut down as after any failure."""
+    with ScriptedServer([Turn.error(429, "rate limited")]) as server:
+        result = cli("once", *cli_args(tmp_path, server))
+    assert result.code != 0
+    assert result.out == ""
+    assert result.err.splitlines()[-1] == "singularity: brama: HTTP 429: rate limited"
+    events = journal(tmp_path)
+    assert "warning" not in types(events)
+    assert types(events)[-3:] == ["cost_reserved", "cost_released", "stopped"]

@@ -3,7 +3,8 @@
 Contract: `Cycles(n)` is over after `n` cycles, a failed and tolerated one (`None`)
 included, or at once after a cycle that found the being unable to pay or stopped;
 `PulseSchedule(n)` likewise, ended early only by an exhausted budget; neither has a
-limit without `n`. The loop itself is exercised by `run` and `run --pulse`
+limit without `n`; `Once` is over after its one step and is `single` (lived even when
+paused, its failure raised). The loop itself is exercised by `run` and `run --pulse`
 (`test_run.py`, `test_sanctum_pulse.py`).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from singularity.runtime.schedule import Cycles, PulseReport, PulseSchedule, schedule_for
+from singularity.runtime.schedule import Cycles, Once, PulseReport, PulseSchedule, schedule_for
 
 
 def _lived(status: str) -> PulseReport:
@@ -53,3 +54,12 @@ def test_pulses_end_at_their_limit_or_an_exhausted_budget() -> None:
 def test_pulse_mode_picks_the_pulse_schedule() -> None:
     assert schedule_for(True, 4) == PulseSchedule(4)
     assert schedule_for(False) == Cycles()
+
+
+def test_once_is_a_single_step_over_when_it_was_lived() -> None:
+    once = Once()
+    assert once.single and not once.over
+    assert once.wait(None) == 0.0  # type: ignore[arg-type]
+    once.lived(_lived("completed"))
+    assert once.over and once.outcome == _lived("completed")
+    assert not Cycles.single and not PulseSchedule.single
