@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from singularity.domain import events
 from singularity.domain.operator import MESSAGE_PREFIX, OPERATOR_NAME
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import compact
 from singularity.mind.framing import STIMULUS_PREFIX
-from singularity.money import parse_money, render_money
+from singularity.money import render_money
 from singularity.storage.activity import Event
 from singularity.storage.conversation_archive import read_archive
 
@@ -91,29 +92,21 @@ class Transcript:
         self.started: dict[int, str] = {}
         self.finished: dict[int, str] = {}
 
-    def add_events(self, events: Iterable[Event]) -> None:
-        """Learn round costs and cycle times from journal events, in journal order."""
-        for event in events:
-            kind, cycle = event.get("type"), event.get("cycle")
-            if not isinstance(cycle, int):
-                continue
-            if kind == "cycle_started":
-                self.started[cycle] = str(event.get("at", ""))
-            elif kind == "cycle_finished":
-                self.finished[cycle] = str(event.get("status", ""))
-            elif kind == "model_completed":
-                usage = event.get("usage") or {}
-                self._usage[cycle] = (
-                    int(usage.get("prompt_tokens", 0)),
-                    int(usage.get("completion_tokens", 0)),
-                )
-            elif kind == "cost_debited" and cycle in self._usage:
-                prompt, completion = self._usage.pop(cycle)
-                try:
-                    amount = parse_money(event.get("amount"))
-                except ValueError:
-                    continue
-                self._costs[cycle].append(RoundCost(amount, prompt, completion))
+    def add_events(self, journaled: Iterable[Event]) -> None:
+        """Learn round costs and cycle times from journal events, in journal order (one it
+        cannot read, it passes over)."""
+        for event in journaled:
+            record = events.readable(event)
+            if isinstance(record, events.CycleStarted):
+                self.started[record.cycle] = record.at
+            elif isinstance(record, events.CycleFinished):
+                self.finished[record.cycle] = record.status
+            elif isinstance(record, events.ModelCompleted):
+                usage = record.usage
+                self._usage[record.cycle] = (usage.prompt_tokens, usage.completion_tokens)
+            elif isinstance(record, events.CostDebited) and record.cycle in self._usage:
+                prompt, completion = self._usage.pop(record.cycle)
+                self._costs[record.cycle].append(RoundCost(record.amount, prompt, completion))
 
     def add_messages(self, messages: Iterable[ChatMessage]) -> list[Entry]:
         """The entries of the next messages."""
@@ -204,15 +197,15 @@ def all_messages(dir_fd: int, state: AgentState, start: int = 0) -> list[ChatMes
     return messages
 
 
-def transcript(messages: Sequence[ChatMessage], events: Iterable[Event]) -> list[Entry]:
+def transcript(messages: Sequence[ChatMessage], journaled: Iterable[Event]) -> list[Entry]:
     """The whole transcript of these messages."""
     builder = Transcript()
-    builder.add_events(events)
+    builder.add_events(journaled)
     return builder.add_messages(messages)
 
 
 def tail(
-    messages: Sequence[ChatMessage], events: Iterable[Event], count: int, offset: int = 0
+    messages: Sequence[ChatMessage], journaled: Iterable[Event], count: int, offset: int = 0
 ) -> list[Entry]:
     """The entries of the newest `count` messages (`messages[0]` has index `offset`), read
     with their cycle's context."""
@@ -221,7 +214,7 @@ def tail(
     while begin > 0 and framing_cycle(messages[begin]) is None:
         begin -= 1
     builder = Transcript()
-    builder.add_events(events)
+    builder.add_events(journaled)
     builder.seq = offset + begin
     entries = builder.add_messages(messages[begin:])
     return [entry for entry in entries if entry.seq >= offset + start]
