@@ -135,7 +135,7 @@ class JournalExtension(Extension):
 
     def watch(self, event: Event) -> None:
         """Told every event the being journals: a Pulse starting makes the next purge due."""
-        if event.get("type") == "pulse_started":
+        if events.kind_of(event) is events.PulseStarted:
             self._pulse_due = True
 
     def wrote(self) -> None:

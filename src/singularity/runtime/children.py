@@ -354,21 +354,20 @@ def refund(being: LiveBeing, dir_fd: int, child_id: str) -> bool:
 
 def settle_unstarted_children(being: LiveBeing, settings: Settings) -> int:
     """At boot: restore records of funded children, refund any that never claimed a grant."""
+    records = [
+        events.decode(event)
+        for event in being.events_at_open
+        if events.kind_of(event) in (events.ChildFunded, events.ChildRefunded)
+    ]
     funded = {
-        str(event["child_id"]): event
-        for event in being.events_at_open
-        if event.get("type") == "child_funded"
+        record.child_id: record for record in records if isinstance(record, events.ChildFunded)
     }
-    refunded = {
-        str(event["child_id"])
-        for event in being.events_at_open
-        if event.get("type") == "child_refunded"
-    }
+    refunded = {record.child_id for record in records if isinstance(record, events.ChildRefunded)}
     children = being.state.mind.children
     known = {child.id for child in children}
-    for child_id, event in funded.items():
+    for child_id, record in funded.items():
         if child_id not in known and child_id not in refunded:
-            children.append(ChildRecord.model_validate(event["record"]))
+            children.append(ChildRecord.model_validate(record.record))
             known.add(child_id)
     children_dir = os.path.join(settings.state_dir, CHILDREN_DIR)
     settled = 0

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from singularity.config import Settings
+from singularity.domain import events
 from singularity.errors import ConfigurationError, FatalIoError, SingularityError, StateError
 from singularity.runtime.being import LiveBeing, place_of
 from singularity.runtime.extension import Extension
@@ -62,12 +63,13 @@ def quiet_window(settings: Settings, clock: Clock) -> QuietHours | None:
 def last_pulse(settings: Settings) -> datetime | None:
     """When the being's last pulse finished, from its activity journal (read, not locked)."""
     try:
-        events = peek_events_at(place_of(settings), settings.agent_id)
+        journaled = peek_events_at(place_of(settings), settings.agent_id)
     except (FatalIoError, StateError, ValueError):
         return None  # the boot that follows says what is wrong with the being
-    found = [e for e in events if e.get("type") == "pulse_finished"]
+    records = map(events.readable, journaled)
+    found = [record for record in records if isinstance(record, events.PulseFinished)]
     try:
-        return parse_timestamp(str(found[-1]["at"])) if found else None
+        return parse_timestamp(found[-1].at) if found else None
     except ValueError:
         return None
 

@@ -185,9 +185,10 @@ class SanctumCore:
 
     def _observe(self, event: Event) -> None:
         self.notes.observe(event)
-        if event.get("type") == "pulse_finished":
+        record = events.readable(event)
+        if isinstance(record, events.PulseFinished):
             try:
-                self.last_pulse = parse_timestamp(str(event.get("at")))
+                self.last_pulse = parse_timestamp(record.at)
             except ValueError:
                 pass
 
