@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from singularity.domain import events
 from singularity.domain.operator import OperatorRequest
 from singularity.domain.records import ChatMessage
 from singularity.errors import RuntimeFailure, StateError
@@ -107,17 +108,17 @@ def wait_for_reply(
 
 def _follow(event: Event, request_id: str, cycle: int | None) -> tuple[int | None, str | None]:
     """The cycle the message reached, and how that cycle ended once it has."""
-    kind = event.get("type")
-    if kind == "operator_message" and event.get("request_id") == request_id:
-        return int(event["cycle"]), None
-    if kind == "operator_request_refused" and event.get("request_id") == request_id:
-        raise StateError(f"the being refused the message: {event.get('reason')}")
+    record = events.readable(event)
+    if isinstance(record, events.OperatorMessage) and record.request_id == request_id:
+        return record.cycle, None
+    if isinstance(record, events.OperatorRequestRefused) and record.request_id == request_id:
+        raise StateError(f"the being refused the message: {record.reason}")
     if cycle is None:
         return None, None
-    if kind == "cycle_finished" and event.get("cycle") == cycle:
-        return cycle, str(event.get("status"))
-    if kind == "cycle_started" and isinstance(event.get("cycle"), int) and event["cycle"] > cycle:
+    if isinstance(record, events.CycleFinished) and record.cycle == cycle:
+        return cycle, record.status
+    if isinstance(record, events.CycleStarted) and record.cycle > cycle:
         return cycle, "ended by an error"
-    if kind == "stopped":
-        return cycle, f"stopped ({event.get('status')})"
+    if isinstance(record, events.Stopped):
+        return cycle, f"stopped ({record.status})"
     return cycle, None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,11 +113,6 @@ class ActivityLog:
     def close(self) -> None:
         """Close the journal."""
         os.close(self._fd)
-
-
-def iter_of_type(events: list[Event], kind: str) -> Iterator[Event]:
-    """The events of one type, in order."""
-    return (event for event in events if event.get("type") == kind)
 
 
 def read_from(dir_fd: int, offset: int) -> tuple[list[Event], int]:
