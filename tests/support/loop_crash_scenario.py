@@ -5,7 +5,8 @@ for. Most turns ask for a memory and a workspace file write (two tool calls, eac
 and saved); every 7th ends the cycle with plain text, every 23rd is a gateway error (the
 reservation is released and the cycle ends with a warning), every 11th also recalls memories.
 Workspace contents are a pure function of their version, so a checker can tell a whole
-version from a torn one.
+version from a torn one. Every answer takes `ANSWER_SECS`, as a model's does: a loopback
+answer is otherwise back within a millisecond, and few kills would fall during a call.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ FILES = ("c.txt", "notes/a.txt", "notes/b.txt", "deep/er/d.txt")
 REMEMBER = "singularity_memory_remember"
 RECALL = "singularity_memory_recall"
 WRITE = "singularity_file_write"
+ANSWER_SECS = 0.02
 
 
 def file_content(version: int) -> str:
@@ -38,7 +40,11 @@ def file_version(text: str) -> int | None:
 
 
 def turn(index: int) -> Turn:
-    """Script turn number `index`."""
+    """Script turn number `index`, answered after `ANSWER_SECS`."""
+    return _answer(index).delayed(ANSWER_SECS)
+
+
+def _answer(index: int) -> Turn:
     if index % 23 == 22:
         return Turn.error(500, f"scripted outage {index}")
     if index % 7 == 6:
