@@ -44,14 +44,17 @@ CONTROL_EVENTS = {
     "resume": events.OperatorResumed,
     "stop": events.OperatorStopped,
 }
-APPLIED_EVENTS = (
-    "operator_paused",
-    "operator_resumed",
-    "operator_stopped",
-    "operator_credited",
-    "operator_sanctum_written",
-    "operator_request_refused",
+Applied = (
+    events.OperatorPaused
+    | events.OperatorResumed
+    | events.OperatorStopped
+    | events.OperatorCredited
+    | events.OperatorSanctumWritten
+    | events.OperatorRequestRefused
 )
+"""The records of a request applied between cycles (durable with their step)."""
+AppliedInCycle = events.OperatorMessage | events.SelfEditDecided
+"""The records of a request applied in a cycle (durable once its cycle was saved)."""
 EDIT_NAMES = {
     "singularity_self_set_prompt": "prompt replacement",
     "singularity_self_add_rule": "rule",
@@ -104,10 +107,9 @@ class OperatorDesk:
         desk = cls(being, being.now(), sanctum, request_stop)
         saved_cycle = being.state.cycle
         for event in past:
-            if event.get("type") in ("operator_message", "self_edit_decided"):
-                cycle = event.get("cycle")
-                if not isinstance(cycle, int) or cycle > saved_cycle:
-                    continue  # journaled, but the opening that held it was never saved
+            record = events.readable(event)
+            if isinstance(record, AppliedInCycle) and record.cycle > saved_cycle:
+                continue  # journaled, but the opening that held it was never saved
             desk.observe(event)
         being.listeners.append(desk.observe)
         inbox.remove_stale_temps(being.statedir.fd)
@@ -115,29 +117,22 @@ class OperatorDesk:
 
     def observe(self, event: Event) -> None:
         """Follow one journaled event."""
-        kind = event.get("type")
-        request_id = event.get("request_id")
-        if kind == "self_edit_proposed":
+        record = events.readable(event)
+        if isinstance(record, events.SelfEditProposed):
             proposal = Proposal(
-                str(event["proposal_id"]),
-                str(event["tool"]),
-                str(event["text"]),
-                int(event["cycle"]),
-                str(event["at"]),
+                record.proposal_id, record.tool, record.text, record.cycle, record.at
             )
             self.proposals[proposal.id] = proposal
-        elif kind == "self_edit_decided":
-            self.proposals.pop(str(event.get("proposal_id")), None)
-        elif kind == "operator_paused":
+        elif isinstance(record, events.SelfEditDecided):
+            self.proposals.pop(record.proposal_id, None)
+        elif isinstance(record, events.OperatorPaused):
             self.paused = True
-        elif kind == "operator_resumed":
+        elif isinstance(record, events.OperatorResumed):
             self.paused = False
-        if not isinstance(request_id, str):
-            return
-        if kind in ("operator_message", "self_edit_decided"):
-            self._applied[request_id] = int(event["cycle"])
-        elif kind in APPLIED_EVENTS:
-            self._applied[request_id] = None
+        if isinstance(record, AppliedInCycle):
+            self._applied[record.request_id] = record.cycle
+        elif isinstance(record, Applied):
+            self._applied[record.request_id] = None
 
     def settled(self, request_id: str) -> bool:
         """Whether a request's effect is durable."""
