@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.persistence [--calls 100] [--warmup 5] [--dir DIR]
 
 A tool call changes the state (an action record and a tool message, as
-`runtime/tool_call.py` does) and then persists it: the journal line and the state. For an
+`runtime/loop/tool_call.py` does) and then persists it: the journal line and the state. For an
 empty being and for a full one (1000 memories of 16 KiB, a full conversation window of 400
 messages / 1 MiB), each call is measured twice, alternating which path goes first:
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine, make_being, settings_for, table, write_results
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.state_place import StorePlace
 from singularity.testing.scripted_server import ScriptedServer, Turn
 

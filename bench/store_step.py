@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.store_step [--calls 200] [--warmup 10] [--postgres-url URL]
 
-A tool call changes the state as `runtime/tool_call.py` does (an action record, the tool
+A tool call changes the state as `runtime/loop/tool_call.py` does (an action record, the tool
 message, the window archiving its oldest message once full) and journals `tool_finished`;
 `StateStore.commit` then makes that step durable. For a fresh and for a full being (1000
 memories of 16 KiB, a full 400-message / 1 MiB window), on both backends, each call is

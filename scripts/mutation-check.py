@@ -80,7 +80,7 @@ MUTANTS = (
     ),
     Mutant(
         "every cycle raising ValueError",
-        "src/singularity/runtime/cycle.py",
+        "src/singularity/runtime/loop/cycle.py",
         '    """Live one cycle; a gateway error propagates after its reservation is settled."""\n',
         '    """Live one cycle; a gateway error propagates after its reservation is settled."""\n'
         '    raise ValueError("mutant")\n',

@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 from singularity.cli.children import children as children_command
 from singularity.domain.records import ChildRecord
-from singularity.runtime import children, family
+from singularity.runtime.family import children
+from singularity.runtime.family.tree import family_tree, is_alive
 from singularity.storage import fsio
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn
@@ -526,7 +527,7 @@ def test_the_tree_reports_children_that_never_started_or_were_withdrawn(
         being.save()
     finally:
         being.close()
-    tree = family.family_tree("parent")
+    tree = family_tree("parent")
     assert [(e["name"], e["status"], e["alive"]) for e in tree] == [
         ("Waiting", "not started", False),
         ("Gone", "not started", False),
@@ -555,14 +556,14 @@ def test_the_tree_text_never_writes_control_characters(tmp_path: Path, fake_chil
 def test_is_alive_follows_the_lock_of_a_running_being(tmp_path: Path) -> None:
     state_dir = tmp_path / "being"
     state_dir.mkdir()
-    assert not family.is_alive(str(state_dir))  # no lock file at all
+    assert not is_alive(str(state_dir))  # no lock file at all
     fd = os.open(state_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        assert not family.is_alive(str(state_dir))
+        assert not is_alive(str(state_dir))
         fcntl.flock(fd, fcntl.LOCK_EX)
-        assert family.is_alive(str(state_dir))
+        assert is_alive(str(state_dir))
         fcntl.flock(fd, fcntl.LOCK_UN)
-        assert not family.is_alive(str(state_dir))
+        assert not is_alive(str(state_dir))
     finally:
         os.close(fd)
 
@@ -578,7 +579,7 @@ def test_looking_at_a_family_never_stops_a_being_from_booting(tmp_path: Path) ->
             sys.executable,
             "-c",
             "import os, sys\n"
-            "from singularity.runtime.family import is_alive\n"
+            "from singularity.runtime.family.tree import is_alive\n"
             "is_alive(sys.argv[1])\n"
             "print('watching', flush=True)\n"
             "while not os.path.exists(sys.argv[2]):\n"

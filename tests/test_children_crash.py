@@ -41,8 +41,8 @@ import pytest
 
 from singularity.config import resolve
 from singularity.errors import StateLockedError
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.storage import funding
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn

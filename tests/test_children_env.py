@@ -32,7 +32,7 @@ import pytest
 from singularity.cli import live
 from singularity.cli.main import cli
 from singularity.config import ALL_OPTIONS, resolve
-from singularity.runtime import children
+from singularity.runtime.family import children
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn
 from tests.support.children_inproc import open_parent, parent_settings, spawn_call
@@ -261,7 +261,7 @@ PR_GET_DUMPABLE = 3
 def test_make_non_dumpable_clears_the_dumpable_flag() -> None:
     code = (
         "import ctypes, ctypes.util\n"
-        "from singularity.runtime.hardening import make_non_dumpable\n"
+        "from singularity.runtime.loop.hardening import make_non_dumpable\n"
         "libc = ctypes.CDLL(ctypes.util.find_library('c'))\n"
         "before = libc.prctl(3, 0, 0, 0, 0)\n"
         "print(before, make_non_dumpable(), libc.prctl(3, 0, 0, 0, 0))\n"

@@ -21,7 +21,7 @@ import pytest
 
 from singularity.jsoncodec import MAX_DEPTH, compact
 from singularity.money import LIMIT_TEXT, RANGE_TEXT
-from singularity.runtime.mind_import_service import ImportService, socket_path
+from singularity.runtime.mind_import.service import ImportService, socket_path
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.import_socket import ask
 from tests.support.loop_http import Result, boot, cli_args, run

@@ -29,8 +29,8 @@ from singularity.domain.records import ActionRecord, MemoryEntry, Source
 from singularity.domain.state import AgentState
 from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
-from singularity.runtime.catalogue import part_definitions
-from singularity.runtime.mind_import import import_offline
+from singularity.runtime.inspect.catalogue import part_definitions
+from singularity.runtime.mind_import.apply import import_offline
 from tests.support.commands import SINGULARITY
 from tests.support.loop_http import make_cli
 

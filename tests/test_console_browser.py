@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import spawn_turn

@@ -28,7 +28,7 @@ from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.mind.context import estimate_tokens, select_context
 from singularity.runtime.being import WINDOW_BYTES, WINDOW_MESSAGES, LiveBeing, open_being
-from singularity.runtime.tool_call import execute_tool_call
+from singularity.runtime.loop.tool_call import execute_tool_call
 from singularity.storage import fsio
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition

@@ -53,7 +53,7 @@ import pytest
 from singularity.config import resolve
 from singularity.domain.state import AgentState
 from singularity.runtime import ledger
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.store.base import Event
 from singularity.store.opening import StorePlace, peek_events_at, peek_state_at
 from singularity.testing.scripted_server import ScriptedServer

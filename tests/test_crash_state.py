@@ -18,7 +18,7 @@ import pytest
 
 from singularity.config import resolve
 from singularity.runtime.being import open_being
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.store.directory import peek_state
 
 WORKER = Path(__file__).parent / "support" / "state_worker.py"

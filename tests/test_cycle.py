@@ -23,7 +23,7 @@ import pytest
 from singularity.domain.records import ActionRecord
 from singularity.domain.state import AgentState
 from singularity.gateway.auth import Secret, verify_hmac
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.sanctum.fitting import json_size
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.model_menu import LISTED, MENU_BYTES, menu_text

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import Result
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from singularity.cli.display import LiveView, tool_summary
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from tests.support.loop_http import settings
 

@@ -28,8 +28,8 @@ import pytest
 
 from singularity.config import resolve
 from singularity.domain.state import parse_state
-from singularity.runtime import children
 from singularity.runtime.being import open_being
+from singularity.runtime.family import children
 from singularity.sanctum.store import SanctumStore
 from singularity.storage import fsio
 from singularity.store import redo

@@ -34,8 +34,9 @@ from hypothesis import strategies as st
 from singularity.config import Settings, resolve
 from singularity.errors import StateError
 from singularity.money import add
-from singularity.runtime import children, ledger
+from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
+from singularity.runtime.family import children
 from singularity.storage import funding
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn

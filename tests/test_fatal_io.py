@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from singularity.errors import FatalIoError
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.storage import fsio
 from singularity.store import redo
 from singularity.testing.scripted_server import ScriptedServer, Turn

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from singularity.runtime.mind_import_service import SOCKET_NAME
+from singularity.runtime.mind_import.service import SOCKET_NAME
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.living import run_command

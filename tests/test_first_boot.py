@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.storage import fsio
 from singularity.testing.scripted_server import ScriptedServer
 from tests.support.commands import SINGULARITY, clean_environment

@@ -22,7 +22,7 @@ from singularity.fleet.connection import TemporalConnection, connect
 from singularity.fleet.dev import TemporalDevServer
 from singularity.fleet.messages import DEFAULT_QUEUE, KEY_SEPARATOR
 from singularity.fleet.places import FleetStore
-from singularity.runtime.children import CHILDREN_DIR
+from singularity.runtime.family.children import CHILDREN_DIR
 from singularity.testing.scripted_server import Turn
 from tests.support.children_gateway import FamilyGateway, spawn_turn
 from tests.support.fleet import (

@@ -22,8 +22,8 @@ import pytest
 
 from singularity.config import resolve
 from singularity.errors import FatalIoError, StateError
-from singularity.runtime import children
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.family import children
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.storage import fsio, funding
 from tests.support.children_inproc import open_parent, parent_settings, spawn_call
 from tests.support.children_procs import (

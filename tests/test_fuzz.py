@@ -31,7 +31,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from singularity.config import ALL_OPTIONS, resolve
-from singularity.domain.mind_import import merge, parse_import
 from singularity.domain.state import AgentState, parse_state
 from singularity.errors import (
     BramaError,
@@ -45,14 +44,15 @@ from singularity.gateway.wire import parse_completion
 from singularity.jsoncodec import compact
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.mind_import_service import ImportService, decode_request, socket_path
-from singularity.runtime.summary import summarize
-from singularity.runtime.verify import (
+from singularity.runtime.inspect.summary import summarize
+from singularity.runtime.inspect.verify import (
     check_budget_against_journal,
     check_ledger_against_journal,
     check_state_invariants,
 )
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.mind_import.document import merge, parse_import
+from singularity.runtime.mind_import.service import ImportService, decode_request, socket_path
 from singularity.secrets import Scrubber
 from singularity.settings_check import check_identity, check_numbers, check_stimulus, check_url
 from singularity.skills.toolset import outcome_of

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from singularity.journal.opening import open_journal
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import clean_environment
 from tests.support.journal import config_of

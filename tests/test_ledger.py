@@ -22,8 +22,8 @@ from singularity.errors import StateError
 from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.lifecycle import Runtime
 from tests.support.journal_ahead import close_with_journal_ahead
 from tests.support.loop_http import all_events, journal, state_of
 

@@ -30,7 +30,7 @@ import httpx
 import openai
 import pytest
 
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from tests.support.brama import ASK, REMEMBER, brama_serve
 from tests.support.commands import clean_environment
 from tests.support.living import run_command, terminate

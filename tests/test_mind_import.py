@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from singularity.config import resolve
-from singularity.domain.mind_import import merge, parse_import, read_import_file
 from singularity.domain.records import MemoryEntry, Source
 from singularity.domain.state import AgentState, parse_state
 from singularity.errors import StateError
 from singularity.jsoncodec import pretty
 from singularity.runtime.being import open_being
-from singularity.runtime.mind_import import import_offline, refusal_message
+from singularity.runtime.mind_import.apply import import_offline, refusal_message
+from singularity.runtime.mind_import.document import merge, parse_import, read_import_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 SCHEMA = "singularity-mind-import-v1"

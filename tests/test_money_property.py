@@ -40,9 +40,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from singularity.config import resolve
-from singularity.runtime import children, ledger
+from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.family import children
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition, Toolset
 from tests.support.loop_http import all_events, state_of

@@ -16,9 +16,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.loop.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
 from singularity.storage.statedir import StateDir
 from singularity.testing.scripted_server import (
     Call,

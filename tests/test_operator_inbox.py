@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from singularity.domain.operator import new_request, sha256_text
-from singularity.runtime.operator_client import deliver
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.talk.operator_client import deliver
 from singularity.storage.inbox import post_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from singularity.timestamps import now_text

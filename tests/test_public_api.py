@@ -10,7 +10,7 @@ import pytest
 import singularity
 from singularity.config import Settings, resolve
 from singularity.errors import SingularityError
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
 from singularity.store.postgres.store import PostgresStore

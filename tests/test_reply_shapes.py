@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from tests.support.loop_http import Result, cli_args, journal, state_of, types
 

@@ -23,7 +23,7 @@ import pytest
 
 from singularity.money import render_money
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.revenue import find_revenue, trusted_revenue
+from singularity.runtime.loop.revenue import find_revenue, trusted_revenue
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import (
     FunctionTool,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from singularity.runtime.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
+from singularity.runtime.loop.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
 from singularity.secrets import os_error_text
 from singularity.tools.base import Outcome
 from singularity.tools.boundary import MAX_DEPTH, MAX_OUTPUT_BYTES

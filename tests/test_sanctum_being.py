@@ -12,9 +12,9 @@ import pytest
 
 from singularity.config import resolve
 from singularity.errors import ConfigurationError
-from singularity.runtime.children import child_environment
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.family.children import child_environment
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import boot, run, settings

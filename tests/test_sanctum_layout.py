@@ -153,7 +153,7 @@ def test_boot_journals_what_it_did(tmp_path: Path) -> None:
 
 
 def test_verify_checks_the_sanctum_folder(tmp_path: Path) -> None:
-    from singularity.runtime.verify import Findings, _check_entries
+    from singularity.runtime.inspect.verify import Findings, _check_entries
 
     def problems(fd: int) -> list[str]:
         found = Findings()

@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from singularity.domain import events
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment

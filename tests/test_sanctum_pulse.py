@@ -13,9 +13,9 @@ import pytest
 
 from singularity.cli.sanctum import cron_step
 from singularity.config import resolve
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import quiet_window
-from singularity.runtime.schedule import PulseSchedule, live_pulse
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.loop.sanctum import quiet_window
+from singularity.runtime.loop.schedule import PulseSchedule, live_pulse
 from singularity.sanctum.pulse import (
     Schedule,
     parse_frequency,

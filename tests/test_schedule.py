@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from singularity.runtime.schedule import Cycles, Once, PulseReport, PulseSchedule, schedule_for
+from singularity.runtime.loop.schedule import Cycles, Once, PulseReport, PulseSchedule, schedule_for
 
 
 def _lived(status: str) -> PulseReport:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from singularity.runtime.reach import reaches_into
+from singularity.runtime.loop.reach import reaches_into
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import Result
 

@@ -110,7 +110,7 @@ def test_definitions_are_exact_and_in_catalogue_order(tools: FunctionToolset) ->
 
 
 def test_builtin_catalogue_starts_with_the_mind_tools_in_order() -> None:
-    from singularity.runtime.catalogue import builtin_definitions
+    from singularity.runtime.inspect.catalogue import builtin_definitions
 
     definitions = builtin_definitions()
     assert [compact(definition.wire()) for definition in definitions[:5]] == WIRE

@@ -27,10 +27,10 @@ import pytest
 from singularity.config import resolve
 from singularity.domain.state import AgentState
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.cycle import live_cycle
-from singularity.runtime.lifecycle import IN_FLIGHT_CHARGED, Runtime
-from singularity.runtime.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.loop.cycle import live_cycle
+from singularity.runtime.loop.lifecycle import IN_FLIGHT_CHARGED, Runtime
+from singularity.runtime.loop.tool_call import CANCELLED_CONTENT, INTERRUPTED_CONTENT
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition, Toolset
 from tests.support.commands import SINGULARITY, clean_environment

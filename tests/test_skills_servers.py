@@ -26,7 +26,7 @@ import pytest
 
 from singularity.config import resolve
 from singularity.errors import CatalogueError, McpError
-from singularity.runtime.catalogue import builtin_definitions
+from singularity.runtime.inspect.catalogue import builtin_definitions
 from singularity.skills import Skills, plan_skills, start_skills
 from singularity.skills.environment import SAFE_PATH
 from singularity.skills.toolset import McpToolset

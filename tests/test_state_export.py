@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from singularity.errors import StateError, StateLockedError
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.sanctum.entries import SanctumEntry
 from singularity.store import transfer
 from singularity.store.directory import DirectoryStore

@@ -29,7 +29,7 @@ import pytest
 
 from singularity.config import resolve
 from singularity.errors import FatalIoError, StateLockedError
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.store.base import LeaseLost
 from singularity.store.opening import StorePlace, peek_events_at
 from singularity.store.postgres.store import PostgresStore

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from singularity.domain.mind_import import parse_import
 from singularity.domain.state import parse_state
 from singularity.errors import StateError
-from singularity.runtime.verify import verify_state_dir
+from singularity.runtime.inspect.verify import verify_state_dir
+from singularity.runtime.mind_import.document import parse_import
 from singularity.storage import fsio
 from singularity.storage.activity import ActivityLog, read_events
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn

@@ -19,7 +19,7 @@ import pytest
 from singularity.config import resolve
 from singularity.domain.records import ToolCall
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.tool_call import execute_tool_call
+from singularity.runtime.loop.tool_call import execute_tool_call
 from singularity.store.directory import peek_state
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.output_boundary import STRICT

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from singularity.config import Settings, resolve
     from singularity.errors import SingularityError
-    from singularity.runtime.lifecycle import Runtime
+    from singularity.runtime.loop.lifecycle import Runtime
     from singularity.store.base import StateStore
     from singularity.store.directory import DirectoryStore
     from singularity.store.postgres.store import PostgresStore
@@ -30,7 +30,7 @@ _HOMES = {
     "Settings": "singularity.config",
     "resolve": "singularity.config",
     "SingularityError": "singularity.errors",
-    "Runtime": "singularity.runtime.lifecycle",
+    "Runtime": "singularity.runtime.loop.lifecycle",
     "StateStore": "singularity.store.base",
     "DirectoryStore": "singularity.store.directory",
     "PostgresStore": "singularity.store.postgres.store",

@@ -13,8 +13,8 @@ from typing import Any
 from singularity.config import Settings, resolve
 from singularity.domain.records import ToolCall
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.children import SPAWN_CHILD, spawn_child_tools
-from singularity.runtime.tool_call import execute_tool_call
+from singularity.runtime.family.children import SPAWN_CHILD, spawn_child_tools
+from singularity.runtime.loop.tool_call import execute_tool_call
 from singularity.storage.activity import Event
 from singularity.tools.base import Outcome
 from singularity.tools.catalogue import Catalogue

@@ -21,8 +21,8 @@ import os
 import sys
 
 from singularity.config import resolve
-from singularity.runtime import children
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.family import children
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.storage import fsio
 from tests.support.children_inproc import open_parent, spawn_call
 

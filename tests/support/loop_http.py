@@ -24,7 +24,7 @@ from singularity.config import Settings, resolve
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.lifecycle import Runtime
 from singularity.storage.activity import Event
 from singularity.store.directory import peek_state
 from singularity.testing.scripted_server import RecordedRequest, ScriptedServer, _Handler

@@ -23,8 +23,8 @@ import traceback
 from singularity.config import resolve
 from singularity.domain.records import ToolCall
 from singularity.runtime.being import open_being
-from singularity.runtime.catalogue import mind_toolsets
-from singularity.runtime.tool_call import execute_tool_call
+from singularity.runtime.inspect.catalogue import mind_toolsets
+from singularity.runtime.loop.tool_call import execute_tool_call
 from singularity.tools.catalogue import Catalogue
 from singularity.tools.output_boundary import STRICT
 

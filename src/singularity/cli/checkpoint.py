@@ -8,7 +8,7 @@ import click
 
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import print_json
-from singularity.runtime.checkpointing import checkpoint_state_dir
+from singularity.runtime.inspect.checkpointing import checkpoint_state_dir
 
 
 @click.command(name="checkpoint")

@@ -11,7 +11,7 @@ from rich.tree import Tree
 
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import console, print_json
-from singularity.runtime.family import family_tree
+from singularity.runtime.family.tree import family_tree
 
 
 @click.command()

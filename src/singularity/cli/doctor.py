@@ -9,7 +9,7 @@ import click
 
 from singularity.cli.options import runtime_options, settings_from
 from singularity.cli.output import print_json
-from singularity.runtime.doctor import doctor
+from singularity.runtime.inspect.doctor import doctor
 
 
 @click.command(name="doctor")

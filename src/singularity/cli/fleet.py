@@ -145,7 +145,7 @@ def worker_command(keep_idle: float, max_visits: int, **params: Any) -> None:
         keep_idle_secs=keep_idle,
         max_visits=max_visits,
     )
-    from singularity.runtime.hardening import make_non_dumpable
+    from singularity.runtime.loop.hardening import make_non_dumpable
 
     make_non_dumpable()
     _run(lambda: worker.run_worker(options), lambda _: None)

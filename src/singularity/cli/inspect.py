@@ -14,9 +14,9 @@ from singularity.cli.output import console, print_json
 from singularity.config import ALL_OPTIONS, Settings
 from singularity.errors import ConfigurationError, StateError
 from singularity.runtime.being import place_of
-from singularity.runtime.catalogue import offered_definitions
-from singularity.runtime.summary import journal_summary, sanctum_summary, summarize
-from singularity.runtime.verify import inspect_postgres, inspect_state_dir
+from singularity.runtime.inspect.catalogue import offered_definitions
+from singularity.runtime.inspect.summary import journal_summary, sanctum_summary, summarize
+from singularity.runtime.inspect.verify import inspect_postgres, inspect_state_dir
 from singularity.settings_check import check_skills_file
 from singularity.skills import plan_skills, start_skills
 from singularity.storage.statedir import STATE_FILE

@@ -15,11 +15,11 @@ from singularity.cli.display import json_lines, live_display
 from singularity.cli.logs import use_json_logs
 from singularity.cli.options import runtime_options, settings_from
 from singularity.cli.output import print_json
-from singularity.domain.mind_import import ImportDocument, parse_import, read_import_file
 from singularity.errors import SingularityError, StateError
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.hardening import make_non_dumpable as make_non_dumpable
-from singularity.runtime.lifecycle import Runtime
+from singularity.runtime.loop.hardening import make_non_dumpable as make_non_dumpable
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.mind_import.document import ImportDocument, parse_import, read_import_file
 from singularity.storage.activity import Event
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import click
 from singularity.cli.options import settings_from, state_options
 from singularity.cli.output import print_json
 from singularity.errors import StateError
-from singularity.runtime.mind_import import import_file, refusal_message
+from singularity.runtime.mind_import.apply import import_file, refusal_message
 
 
 @click.command(name="import")

@@ -29,8 +29,8 @@ from singularity.config import (
 )
 from singularity.domain.identity import identity_from
 from singularity.errors import StateError
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import pulse_due, pulse_schedule
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.loop.sanctum import pulse_due, pulse_schedule
 from singularity.sanctum import tools, writing
 from singularity.sanctum.entries import export_folder, read_folder
 from singularity.sanctum.extension import SanctumConfig, today

@@ -13,9 +13,9 @@ from singularity.domain.operator import new_request
 from singularity.errors import RuntimeFailure
 from singularity.jsoncodec import compact
 from singularity.runtime.being import place_of
-from singularity.runtime.being_feed import open_feed
-from singularity.runtime.operator_client import deliver_at, wait_for_reply
-from singularity.runtime.transcript import Entry, Transcript
+from singularity.runtime.talk.being_feed import open_feed
+from singularity.runtime.talk.operator_client import deliver_at, wait_for_reply
+from singularity.runtime.talk.transcript import Entry, Transcript
 from singularity.timestamps import now_text
 
 FOLLOW_SECS = 0.5

@@ -37,7 +37,7 @@ from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.money import render_money
-from singularity.runtime.operator_client import Delivery, hand_over
+from singularity.runtime.talk.operator_client import Delivery, hand_over
 from singularity.sanctum.entries import SanctumEntry
 from singularity.sanctum.store import MAX_READ_BYTES
 from singularity.state_place import shown_url

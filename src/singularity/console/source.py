@@ -22,9 +22,9 @@ from singularity.domain.operator import OperatorRequest
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import SingularityError, StateError
-from singularity.runtime.family import family_tree, is_alive
-from singularity.runtime.operator_client import Delivery, deliver
-from singularity.runtime.transcript import all_messages
+from singularity.runtime.family.tree import family_tree, is_alive
+from singularity.runtime.talk.operator_client import Delivery, deliver
+from singularity.runtime.talk.transcript import all_messages
 from singularity.sanctum.names import SanctumRefusal
 from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
 from singularity.storage import fsio, inbox

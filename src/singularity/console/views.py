@@ -13,7 +13,7 @@ from singularity.console.follower import Follower, LedgerPoint
 from singularity.console.source import BeingSource, depth_of
 from singularity.domain.state import AgentState
 from singularity.money import add, render_money
-from singularity.runtime.transcript import Entry, tail
+from singularity.runtime.talk.transcript import Entry, tail
 
 TAIL_MESSAGES = 40
 RECENT_SHOWN = 30

@@ -33,7 +33,7 @@ from singularity.config import (
 )
 from singularity.errors import ConfigurationError, StateLockedError
 from singularity.fleet.messages import KEY_SEPARATOR, BeingSpec
-from singularity.runtime.children import CHILDREN_DIR
+from singularity.runtime.family.children import CHILDREN_DIR
 from singularity.state_place import StorePlace, shown_url
 from singularity.storage.funding import CLAIMED, GRANT, REVOKED
 from singularity.storage.statedir import STATE_FILE

@@ -36,11 +36,11 @@ from singularity.errors import BramaError, SingularityError
 from singularity.fleet.messages import BeingSpec, NewChild, PulsePlan, QuietWindow, Visit, Visited
 from singularity.fleet.places import FleetStore, being_settings, child_key
 from singularity.money import add, render_money
-from singularity.runtime.children import ChildStart
-from singularity.runtime.cycle import can_afford_cycle
-from singularity.runtime.lifecycle import Runtime
-from singularity.runtime.sanctum import find_sanctum
-from singularity.runtime.schedule import schedule_for
+from singularity.runtime.family.children import ChildStart
+from singularity.runtime.loop.cycle import can_afford_cycle
+from singularity.runtime.loop.lifecycle import Runtime
+from singularity.runtime.loop.sanctum import find_sanctum
+from singularity.runtime.loop.schedule import schedule_for
 from singularity.storage import inbox
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The sanctum as a part of a live being: its tools, its prompt section and its hooks.
 
 `SanctumCore` carries the Extension hooks without importing the runtime (the layers
-point down); `singularity.runtime.sanctum` binds it to the `Extension` base. At boot it
+point down); `singularity.runtime.loop.sanctum` binds it to the `Extension` base. At boot it
 opens (or births, or finishes) the sanctum and writes the session notes a crash left
 missing; after every cycle, and at stop, it writes a session note for each cycle that
 ended without one. The `Sanctum:` prompt section is cached and rebuilt whenever the

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from singularity.domain.state import AgentState
 from singularity.journal import tools as journal_tools
 from singularity.most import tools as most_tools
-from singularity.runtime.children import SPAWN_CHILD
+from singularity.runtime.family.children import SPAWN_CHILD
 from singularity.sanctum import definitions as sanctum_tools
 from singularity.timestamps import Clock, system_clock
 from singularity.tools.base import ToolDefinition, Toolset

@@ -10,7 +10,7 @@ from singularity.domain.records import ActionRecord, ChatMessage, ToolCall
 from singularity.money import RANGE_TEXT
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.revenue import find_revenue
+from singularity.runtime.loop.revenue import find_revenue
 from singularity.tools.base import Outcome
 from singularity.tools.catalogue import Catalogue, private_message, tool_message
 

@@ -20,7 +20,7 @@ from singularity.domain.state import MAX_RECENT_ACTIONS, AgentState
 from singularity.errors import SingularityError
 from singularity.money import EXACT, add, parse_money, render_money, sub
 from singularity.runtime import ledger
-from singularity.runtime.family import is_alive
+from singularity.runtime.family.tree import is_alive
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 from singularity.storage.activity import ACTIVITY_FILE, Event, scan

@@ -3,7 +3,7 @@
 `Runtime.boot` validates everything before it touches the state, opens the being
 through the boot matrix, reconciles its ledger and archive, builds the gateway client
 and the catalogue, and saves it `running`. `live` is the one loop: it lives the steps of
-a schedule (`runtime/schedule.py`: cycles, or pulses) until the being cannot afford its
+a schedule (`runtime/loop/schedule.py`: cycles, or pulses) until the being cannot afford its
 next call, is asked to stop, or the schedule is over; `shutdown` always runs.
 """
 
@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from singularity.config import Settings
 from singularity.domain import events
-from singularity.domain.mind_import import ImportDocument, ImportReport, merge, parse_import
 from singularity.domain.operator import OperatorRequest
 from singularity.errors import BramaError, FatalIoError, RetryClass, SingularityError, StateError
 from singularity.gateway.auth import Auth
@@ -28,17 +27,27 @@ from singularity.most.client import MostClient
 from singularity.most.tools import most_tools
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.children import Starter, settle_unstarted_children, spawn_child_tools
-from singularity.runtime.cycle import CycleLimits, CycleReport, Life, live_cycle
-from singularity.runtime.extension import Extension
-from singularity.runtime.mind_import import refusal_message
-from singularity.runtime.mind_import_service import ImportService, socket_path
-from singularity.runtime.operator import OperatorDesk
-from singularity.runtime.preflight import preflight
-from singularity.runtime.sanctum import SanctumExtension, sanctum_extension
-from singularity.runtime.schedule import Lived, LoopSchedule, Once, PulseReport, schedule_for
-from singularity.runtime.tool_call import answer_open_calls
-from singularity.runtime.withholding import Withholding, withheld_import
+from singularity.runtime.family.children import (
+    Starter,
+    settle_unstarted_children,
+    spawn_child_tools,
+)
+from singularity.runtime.loop.cycle import CycleLimits, CycleReport, Life, live_cycle
+from singularity.runtime.loop.extension import Extension
+from singularity.runtime.loop.operator import OperatorDesk
+from singularity.runtime.loop.preflight import preflight
+from singularity.runtime.loop.sanctum import SanctumExtension, sanctum_extension
+from singularity.runtime.loop.schedule import Lived, LoopSchedule, Once, PulseReport, schedule_for
+from singularity.runtime.loop.tool_call import answer_open_calls
+from singularity.runtime.loop.withholding import Withholding, withheld_import
+from singularity.runtime.mind_import.apply import refusal_message
+from singularity.runtime.mind_import.document import (
+    ImportDocument,
+    ImportReport,
+    merge,
+    parse_import,
+)
+from singularity.runtime.mind_import.service import ImportService, socket_path
 from singularity.settings_check import Credentials, born_workspace
 from singularity.skills import Skills, start_skills
 from singularity.storage.activity import Event

@@ -29,9 +29,9 @@ from singularity.mind.prompt import system_message_text
 from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.extension import Extension
-from singularity.runtime.reservation import PromptMeter, Reservation, plan
-from singularity.runtime.tool_call import run_tool_call, skip_tool_call
+from singularity.runtime.loop.extension import Extension
+from singularity.runtime.loop.reservation import PromptMeter, Reservation, plan
+from singularity.runtime.loop.tool_call import run_tool_call, skip_tool_call
 from singularity.tools.base import ToolDefinition
 from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue
 

@@ -23,8 +23,8 @@ from typing import Any, ClassVar, Protocol
 from singularity.domain import events
 from singularity.money import add, render_money, sub
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.cycle import CycleReport, Life
-from singularity.runtime.sanctum import find_sanctum
+from singularity.runtime.loop.cycle import CycleReport, Life
+from singularity.runtime.loop.sanctum import find_sanctum
 
 log = logging.getLogger(__name__)
 MAX_WAIT_SECS = 60.0

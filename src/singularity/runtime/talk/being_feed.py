@@ -16,7 +16,7 @@ from typing import Protocol
 
 from singularity.domain.records import ChatMessage
 from singularity.errors import StateError
-from singularity.runtime.transcript import all_messages
+from singularity.runtime.talk.transcript import all_messages
 from singularity.secrets import os_error_text
 from singularity.state_place import StorePlace
 from singularity.storage import fsio

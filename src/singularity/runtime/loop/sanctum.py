@@ -1,7 +1,7 @@
 """The sanctum bound into a live being, and when its pulses are due.
 
 Quiet hours are the runtime's to enforce: no pulse starts inside them. A pulse itself and
-the schedule that lives pulses are in `runtime/schedule.py`.
+the schedule that lives pulses are in `runtime/loop/schedule.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from singularity.config import Settings
 from singularity.domain import events
 from singularity.errors import ConfigurationError, FatalIoError, SingularityError, StateError
 from singularity.runtime.being import LiveBeing, place_of
-from singularity.runtime.extension import Extension
+from singularity.runtime.loop.extension import Extension
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.names import PULSE_FILE
 from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from

@@ -15,9 +15,9 @@ import os
 from dataclasses import replace
 
 from singularity.config import Settings
-from singularity.domain.mind_import import ImportDocument
 from singularity.errors import SingularityError
 from singularity.journal.keyring import key_path, key_texts
+from singularity.runtime.mind_import.document import ImportDocument
 from singularity.secrets import MIN_FORM_CHARS, Scrubber, ScrubbingFilter, read_secret_file
 from singularity.settings_check import Credentials
 

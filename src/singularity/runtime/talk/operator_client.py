@@ -18,10 +18,10 @@ from singularity.domain import events
 from singularity.domain.operator import OperatorRequest
 from singularity.domain.records import ChatMessage
 from singularity.errors import RuntimeFailure, StateError
-from singularity.runtime.being_feed import Feed
-from singularity.runtime.family import is_alive
-from singularity.runtime.mind_import_service import socket_path, submit_operator
-from singularity.runtime.transcript import cycle_reply
+from singularity.runtime.family.tree import is_alive
+from singularity.runtime.mind_import.service import socket_path, submit_operator
+from singularity.runtime.talk.being_feed import Feed
+from singularity.runtime.talk.transcript import cycle_reply
 from singularity.state_place import StorePlace
 from singularity.storage import inbox
 from singularity.storage.activity import Event

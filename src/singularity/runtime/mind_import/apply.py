@@ -1,5 +1,5 @@
 """Importing a mind (spec §15.5): into a stopped being directly, into a running one through
-its state service (`mind_import_service`); the document itself is `domain.mind_import`."""
+its state service (`service`); the document itself is `document`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import stat
 from typing import Any
 
 from singularity.domain import events
-from singularity.domain.mind_import import ImportReport, merge, parse_import, read_import_file
 from singularity.errors import StateError, StateLockedError
-from singularity.runtime.family import is_alive
-from singularity.runtime.mind_import_service import SOCKET_NAME, socket_path, submit
+from singularity.runtime.family.tree import is_alive
+from singularity.runtime.mind_import.document import (
+    ImportReport,
+    merge,
+    parse_import,
+    read_import_file,
+)
+from singularity.runtime.mind_import.service import SOCKET_NAME, socket_path, submit
 from singularity.storage import fsio
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.directory import DirectoryStore

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from singularity.config import Settings
-from singularity.runtime.reach import check_out_of_reach
-from singularity.runtime.sanctum import check_sanctum
+from singularity.runtime.loop.reach import check_out_of_reach
+from singularity.runtime.loop.sanctum import check_sanctum
 from singularity.settings_check import RUNTIME_STEPS, Credentials, Step, check_runtime
 from singularity.settings_check import workspace_root as workspace_root_of
 from singularity.skills import plan_skills

@@ -17,10 +17,10 @@ import stat
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from singularity.domain.mind_import import ImportReport
 from singularity.domain.operator import OperatorRequest, parse_request
 from singularity.errors import SingularityError, StateError
 from singularity.jsoncodec import compact, compact_utf8, loads_strict
+from singularity.runtime.mind_import.document import ImportReport
 
 SOCKET_NAME = "state-import.sock"
 MAX_REQUEST_BYTES = 24 * 1024 * 1024

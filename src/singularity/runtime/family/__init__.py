@@ -1,0 +1,1 @@
+"""Child beings: spawning and funding them (`children`), and the family tree (`tree`)."""

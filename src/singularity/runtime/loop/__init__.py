@@ -1,0 +1,1 @@
+"""The living loop: boot, the schedule of cycles or pulses, one cycle, one tool call, shutdown."""

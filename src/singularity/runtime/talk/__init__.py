@@ -1,0 +1,1 @@
+"""Talking to a being: handing it a request, following what it lived, its transcript."""
