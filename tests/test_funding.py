@@ -153,7 +153,10 @@ def test_claim_and_revoke_race_and_exactly_one_wins(tmp_path: Path) -> None:
 
 
 def _worker(mode: str, failpoints: str, document: dict[str, Any], cwd: Path) -> int:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
     result = subprocess.run(
         [
             sys.executable,

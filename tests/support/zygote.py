@@ -26,7 +26,12 @@ class Zygote:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
+                ),
+            },
             text=True,
         )
 
