@@ -179,6 +179,34 @@ def test_no_module_imports_itself_through_others() -> None:
     assert _cycles(_import_graph()) == []
 
 
+# Inside `runtime/`, a part imports only lower parts, none beside it (architecture.md).
+RUNTIME_LAYERS = [{"being"}, {"ledger"}, {"family"}, {"mind_import"}, {"loop", "talk"}, {"inspect"}]
+
+
+def _runtime_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "runtime" else None
+
+
+def _runtime_layer(part: str) -> int:
+    for index, names in enumerate(RUNTIME_LAYERS):
+        if part in names:
+            return index
+    raise AssertionError(f"runtime/{part} is in no layer: add it to RUNTIME_LAYERS")
+
+
+def test_runtime_parts_import_down() -> None:
+    upward = []
+    for module, imported in sorted(_import_graph().items()):
+        if (own := _runtime_part(module)) is None:
+            continue
+        for target in sorted(imported):
+            part = _runtime_part(target)
+            if part is not None and part != own and _runtime_layer(part) >= _runtime_layer(own):
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
