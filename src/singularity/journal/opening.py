@@ -134,9 +134,5 @@ def remove_files(config: JournalConfig) -> list[str]:
             continue
         removed.append(os.path.basename(path))
     for directory in {os.path.dirname(os.path.abspath(path)) for path in paths}:
-        dir_fd = fsio.open_dir(directory)
-        try:
-            fsio.fsync_dir(dir_fd, "journal-remove")
-        finally:
-            os.close(dir_fd)
+        fsio.sync_dir_at(directory, "journal-remove")
     return removed

@@ -69,11 +69,7 @@ def ensure_root(root: str) -> None:
                 os.mkdir(root, DIR_MODE)
             except FileExistsError:
                 pass
-            parent_fd = fsio.open_dir(parent)
-            try:
-                fsio.fsync_dir(parent_fd, POINT)
-            finally:
-                os.close(parent_fd)
+            fsio.sync_dir_at(parent, POINT)
         check_owned_directory(root, "sanctum")
         fd = fsio.open_dir(root)
         try:

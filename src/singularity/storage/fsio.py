@@ -91,6 +91,15 @@ def fsync_dir(dir_fd: int, point: str) -> None:
     sync(dir_fd, f"{point}.dirsync")
 
 
+def sync_dir_at(path: str | os.PathLike[str], point: str) -> None:
+    """Open the directory at `path`, make the renames and creations in it durable, close it."""
+    dir_fd = open_dir(path)
+    try:
+        fsync_dir(dir_fd, point)
+    finally:
+        os.close(dir_fd)
+
+
 def make_dir(dir_fd: int, name: str, mode: int, point: str) -> None:
     """Create the directory `name` (or find it made meanwhile) and make its entry durable."""
     failpoint(f"{point}.mkdir")

@@ -80,11 +80,7 @@ def publish_directory(path: str, fill: Callable[[int], None], *, what: str, poin
             os.close(dir_fd)
         fsio.failpoint(f"{point}.rename")
         os.rename(temp, destination)
-        parent_fd = fsio.open_dir(parent)
-        try:
-            fsio.fsync_dir(parent_fd, point)
-        finally:
-            os.close(parent_fd)
+        fsio.sync_dir_at(parent, point)
     except BaseException as error:
         shutil.rmtree(temp, ignore_errors=True)
         if isinstance(error, OSError):

@@ -51,11 +51,7 @@ def create_private_directory(path: str) -> None:
         os.mkdir(path, 0o700)
     except FileExistsError:
         return
-    parent_fd = fsio.open_dir(parent)
-    try:
-        fsio.fsync_dir(parent_fd, "statedir")
-    finally:
-        os.close(parent_fd)
+    fsio.sync_dir_at(parent, "statedir")
 
 
 @dataclass
