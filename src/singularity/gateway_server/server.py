@@ -37,20 +37,14 @@ from starlette.routing import Route as HttpRoute
 
 from singularity.gateway.auth import DEFAULT_WINDOW_SECONDS, Secret, verify_hmac
 from singularity.gateway_server import streaming
+from singularity.gateway_server.forwarding import error_body, forward, forward_stream
 from singularity.gateway_server.local_model import (
     ChatRequest,
     ChatResult,
     ContextOverflow,
     UnusableSchema,
 )
-from singularity.gateway_server.routes import (
-    Route,
-    Router,
-    UnknownModel,
-    error_body,
-    forward,
-    forward_stream,
-)
+from singularity.gateway_server.routes import Route, Router, UnknownModel
 from singularity.gateway_server.tool_grammar import ToolSpec
 from singularity.jsoncodec import compact, loads_strict
 
