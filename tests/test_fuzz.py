@@ -44,12 +44,12 @@ from singularity.gateway.wire import parse_completion
 from singularity.jsoncodec import compact
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.inspect.summary import summarize
-from singularity.runtime.inspect.verify import (
+from singularity.runtime.inspect.invariants import (
     check_budget_against_journal,
     check_ledger_against_journal,
     check_state_invariants,
 )
+from singularity.runtime.inspect.summary import summarize
 from singularity.runtime.loop.lifecycle import Runtime
 from singularity.runtime.mind_import.document import merge, parse_import
 from singularity.runtime.mind_import.service import ImportService, decode_request, socket_path
