@@ -7,9 +7,9 @@ A tool call changes the state (an action record and a tool message, as
 empty being and for a full one (1000 memories of 16 KiB, a full conversation window of 400
 messages / 1 MiB), each call is measured twice, alternating which path goes first:
 
-- durable (ours): `ActivityLog.append` (write + fdatasync) then `LiveBeing.save` (archive
-  what left the window with an fsynced append, serialize, temp file, write, fsync, rename,
-  directory fsync);
+- durable (ours): `LiveBeing.journal` then `LiveBeing.save`: one step of the directory
+  store (its record appended to `state.redo` and fdatasynced, then the journal line and what
+  left the window written after it), and a checkpoint when the log has grown past its bound;
 - naive baseline: the same JSON written with a plain `open(path, "w").write(...)` and the
   same journal line with `open(path, "a").write(...)`, no fsync, no rename.
 

@@ -1,17 +1,19 @@
 """`activity.jsonl` (spec §5.5; decision 13).
 
 Contract: one compact JSON object per line (`type` first, then the event's fields in
-the spec's order, non-ASCII not escaped, `\\n`-terminated), appended and fsynced; at
-open a torn last line is cut off and reported, while a bad line followed by good ones
-refuses with `state: activity.jsonl is corrupt at line N` and changes nothing.
+the spec's order, non-ASCII not escaped, `\\n`-terminated), appended by the directory
+store's steps; at open a torn last line is cut off and reported, while a bad line followed
+by good ones refuses with `state: activity.jsonl is corrupt at line N` and changes nothing.
+The journal is written as a being writes it: through `DirectoryStore` (`commit`, `load`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,7 +22,10 @@ import pytest
 from singularity.domain import events
 from singularity.errors import FatalIoError, StateError
 from singularity.storage import fsio
-from singularity.storage.activity import ActivityLog, read_events, scan
+from singularity.storage.activity import read_events, scan
+from singularity.store.base import Event
+from singularity.store.directory import DirectoryStore
+from tests.support.beings import new_state
 
 AT = "2026-01-02T03:04:05.123Z"
 
@@ -253,6 +258,33 @@ def _journal(*records: bytes) -> bytes:
     return b"".join(records)
 
 
+def _opened(state_dir: Path) -> DirectoryStore:
+    """The being's store, opened and loaded as a boot does (a journal without a state)."""
+    store = DirectoryStore.open(str(state_dir))
+    try:
+        assert store.load() is None
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _append(state_dir: Path, steps: Sequence[Sequence[Event]]) -> None:
+    """A new being's steps, each committed with its events: the first, then logged ones."""
+    store = _opened(state_dir)
+    try:
+        state = new_state()
+        for step in steps:
+            state.cycle += 1
+            store.commit(state, step)
+    finally:
+        store.close()
+
+
+def _repaired(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "torn last line" in r.getMessage()]
+
+
 LINES = [(events.encode(record), line) for record, line in RECORDS]
 SAMPLE = [line for _, line in LINES[:5]]
 
@@ -262,11 +294,9 @@ SAMPLE = [line for _, line in LINES[:5]]
 
 @pytest.mark.parametrize(("event", "line"), LINES, ids=[line[9:30].decode() for _, line in LINES])
 def test_each_event_is_written_as_its_exact_line(
-    state_dir: Path, dir_fd: int, event: events.Event, line: bytes
+    state_dir: Path, event: events.Event, line: bytes
 ) -> None:
-    log = ActivityLog.open(dir_fd)
-    log.append(event)
-    log.close()
+    _append(state_dir, [[event]])
     assert (state_dir / "activity.jsonl").read_bytes() == line
     assert line.count(b"\n") == 1 and line.endswith(b"\n")
     assert line.startswith(b'{"type":"')
@@ -338,37 +368,39 @@ def test_spec_field_order_of_the_baseline_events() -> None:
             assert keys[1 : 1 + len(fields)] == fields  # extensions only after the spec's
 
 
-def test_appends_accumulate_and_the_file_is_0600(state_dir: Path, dir_fd: int) -> None:
+def test_appends_accumulate_and_the_file_is_0600(
+    state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     os.umask(0o000)
-    log = ActivityLog.open(dir_fd)
-    for event, _ in LINES:
-        log.append(event)
-    log.close()
+    _append(state_dir, [[event] for event, _ in LINES])
     path = state_dir / "activity.jsonl"
     assert path.read_bytes() == b"".join(line for _, line in LINES)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    reopened = ActivityLog.open(dir_fd)
-    assert reopened.events_at_open == [event for event, _ in LINES]
-    assert reopened.repaired_bytes == 0
-    reopened.close()
+    reopened = DirectoryStore.open(str(state_dir))
+    try:
+        assert reopened.load() is not None
+        assert reopened.events_at_open == [event for event, _ in LINES]
+    finally:
+        reopened.close()
+    assert _repaired(caplog) == []
 
 
-def test_open_tightens_an_existing_journal_to_0600(state_dir: Path, dir_fd: int) -> None:
+def test_open_tightens_an_existing_journal_to_0600(state_dir: Path) -> None:
     path = state_dir / "activity.jsonl"
     path.write_bytes(SAMPLE[0])
     os.chmod(path, 0o644)
-    ActivityLog.open(dir_fd).close()
+    _opened(state_dir).close()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
 
 
 def test_a_symlinked_journal_is_refused_and_its_target_untouched(
-    tmp_path: Path, state_dir: Path, dir_fd: int
+    tmp_path: Path, state_dir: Path
 ) -> None:
     target = tmp_path / "target"
     target.write_bytes(b"keep")
     (state_dir / "activity.jsonl").symlink_to(target)
     with pytest.raises(FatalIoError) as caught:
-        ActivityLog.open(dir_fd)
+        _opened(state_dir)
     assert caught.value.exit_code == 4
     assert target.read_bytes() == b"keep"
 
@@ -377,8 +409,9 @@ def test_a_symlinked_journal_is_refused_and_its_target_untouched(
 
 
 def test_truncation_at_every_offset_of_the_last_record_is_repaired(
-    state_dir: Path, dir_fd: int
+    state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING)
     complete = _journal(*SAMPLE[:-1])
     last = SAMPLE[-1]
     path = state_dir / "activity.jsonl"
@@ -386,24 +419,35 @@ def test_truncation_at_every_offset_of_the_last_record_is_repaired(
     assert len(expected_events) == len(SAMPLE) - 1
     fds = _open_fds()
     for cut in range(len(last)):  # 0 .. everything but the final newline
+        for name in ("state.json", "state.redo"):  # the previous round's being
+            (state_dir / name).unlink(missing_ok=True)
         path.write_bytes(complete + last[:cut])
-        log = ActivityLog.open(dir_fd)
-        assert log.repaired_bytes == cut, cut
-        assert log.events_at_open == expected_events, cut
-        assert path.read_bytes() == complete, cut
-        log.append(events.encode(events.Started(AT)))  # the next append starts on a clean line
-        log.close()
+        caplog.clear()
+        store = _opened(state_dir)
+        try:
+            assert _repaired(caplog) == (
+                [f"cut a torn last line of {cut} bytes from activity.jsonl"] if cut else []
+            ), cut
+            assert store.events_at_open == expected_events, cut
+            assert path.read_bytes() == complete, cut
+            # The next append starts on a clean line.
+            store.commit(new_state(), [events.encode(events.Started(AT))])
+        finally:
+            store.close()
         assert path.read_bytes() == complete + LINES[0][1], cut
     assert _open_fds() == fds
 
 
-def test_a_complete_last_record_is_not_repaired(state_dir: Path, dir_fd: int) -> None:
+def test_a_complete_last_record_is_not_repaired(
+    state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
     data = _journal(*SAMPLE)
     (state_dir / "activity.jsonl").write_bytes(data)
-    log = ActivityLog.open(dir_fd)
-    log.close()
-    assert log.repaired_bytes == 0
-    assert len(log.events_at_open) == len(SAMPLE)
+    store = _opened(state_dir)
+    store.close()
+    assert _repaired(caplog) == []
+    assert len(store.events_at_open) == len(SAMPLE)
     assert (state_dir / "activity.jsonl").read_bytes() == data
 
 
@@ -420,9 +464,9 @@ def test_missing_journal_reads_as_empty_and_opens_as_a_new_file(
     state_dir: Path, dir_fd: int
 ) -> None:
     assert read_events(dir_fd) == []
-    log = ActivityLog.open(dir_fd)
-    log.close()
-    assert log.events_at_open == [] and log.repaired_bytes == 0
+    store = _opened(state_dir)
+    store.close()
+    assert store.events_at_open == []
     assert (state_dir / "activity.jsonl").read_bytes() == b""
 
 
@@ -430,7 +474,7 @@ def test_missing_journal_reads_as_empty_and_opens_as_a_new_file(
 
 
 def test_a_flipped_byte_anywhere_in_a_middle_record_refuses_and_changes_nothing(
-    state_dir: Path, dir_fd: int
+    state_dir: Path,
 ) -> None:
     path = state_dir / "activity.jsonl"
     middle = 2  # line 3 of 5
@@ -444,7 +488,7 @@ def test_a_flipped_byte_anywhere_in_a_middle_record_refuses_and_changes_nothing(
         os.chmod(path, 0o600)
         before = os.stat(path)
         with pytest.raises(StateError) as caught:
-            ActivityLog.open(dir_fd)
+            _opened(state_dir)
         assert str(caught.value) == "state: activity.jsonl is corrupt at line 3", offset
         assert caught.value.exit_code == 4
         assert path.read_bytes() == bytes(damaged), offset
@@ -454,7 +498,7 @@ def test_a_flipped_byte_anywhere_in_a_middle_record_refuses_and_changes_nothing(
             before.st_mtime_ns,
             before.st_mode,
         )
-    assert _open_fds() == fds  # a refused open does not leak its descriptor
+    assert _open_fds() == fds  # a refused open does not leak its descriptors
 
 
 @pytest.mark.parametrize(
@@ -469,21 +513,21 @@ def test_a_flipped_byte_anywhere_in_a_middle_record_refuses_and_changes_nothing(
     ],
 )
 def test_other_bad_lines_followed_by_good_ones_are_corruption(
-    state_dir: Path, dir_fd: int, bad: bytes, line: int
+    state_dir: Path, bad: bytes, line: int
 ) -> None:
     data = SAMPLE[0] + bad + SAMPLE[1]
     (state_dir / "activity.jsonl").write_bytes(data)
     with pytest.raises(StateError) as caught:
-        ActivityLog.open(dir_fd)
+        _opened(state_dir)
     assert str(caught.value) == f"state: activity.jsonl is corrupt at line {line}"
     assert (state_dir / "activity.jsonl").read_bytes() == data
 
 
-def test_corrupt_first_line(state_dir: Path, dir_fd: int) -> None:
+def test_corrupt_first_line(state_dir: Path) -> None:
     data = b"{garbage\n" + SAMPLE[0]
     (state_dir / "activity.jsonl").write_bytes(data)
     with pytest.raises(StateError) as caught:
-        ActivityLog.open(dir_fd)
+        _opened(state_dir)
     assert str(caught.value) == "state: activity.jsonl is corrupt at line 1"
 
 

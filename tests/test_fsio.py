@@ -278,21 +278,21 @@ def test_a_failed_journal_write_leaves_the_journal_unchanged(
 
 
 def test_a_failed_repair_of_a_torn_journal_is_fatal_and_leaks_nothing(tmp_path: Path) -> None:
-    from singularity.storage.activity import ActivityLog
+    from singularity.store.directory import DirectoryStore
 
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
     torn = b'{"type":"started","at":"2026-01-02T03:04:05Z"}\n{"type":"cyc'
     (state_dir / "activity.jsonl").write_bytes(torn)
-    dir_fd = fsio.open_dir(state_dir)
     fds = len(os.listdir("/proc/self/fd"))
     fsio.arm_failpoints("activity.truncate=eio")
+    store = DirectoryStore.open(str(state_dir))
     try:
         with pytest.raises(FatalIoError):
-            ActivityLog.open(dir_fd)
-        assert len(os.listdir("/proc/self/fd")) == fds
+            store.load()
     finally:
-        os.close(dir_fd)
+        store.close()
+    assert len(os.listdir("/proc/self/fd")) == fds
     assert (state_dir / "activity.jsonl").read_bytes() == torn
 
 

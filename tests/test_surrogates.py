@@ -11,6 +11,7 @@ exits as it would without the surrogate, resumes, and `verify` passes.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from singularity.errors import StateError
 from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.runtime.mind_import.document import parse_import
 from singularity.storage import fsio
-from singularity.storage.activity import ActivityLog, read_events
+from singularity.storage.activity import read_events
+from singularity.store.directory import DirectoryStore
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.text import REPLACEMENT, safe_json, safe_text
 from tests.servers import HERE, stdio, write_skills
@@ -156,15 +158,16 @@ def test_a_state_holding_lone_surrogates_can_always_be_saved(tmp_path: Path) -> 
     saved = parse_state(state.to_json())
     assert saved.mind.rules[-1] == f"rule {REPLACEMENT}"
     assert saved.mind.memories[0].text == f"memory {REPLACEMENT}"
-    root = fsio.open_dir(tmp_path)
+    store = DirectoryStore.open(str(tmp_path / "being"))
     try:
-        log = ActivityLog.open(root)
-        log.append({"type": "warning", "message": "bad \ud800"})
-        log.close()
+        assert store.load() is None
+        store.commit(state, [{"type": "warning", "message": "bad \ud800"}])
+    finally:
+        store.close()
+    root = fsio.open_dir(tmp_path / "being")
+    try:
         assert read_events(root) == [{"type": "warning", "message": f"bad {REPLACEMENT}"}]
     finally:
-        import os
-
         os.close(root)
 
 

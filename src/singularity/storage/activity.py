@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from singularity.errors import FatalIoError, StateError
+from singularity.errors import StateError
 from singularity.jsoncodec import compact_utf8
-from singularity.secrets import os_error_text
 from singularity.storage import fsio
 
 ACTIVITY_FILE = "activity.jsonl"
@@ -72,47 +71,6 @@ def read_events(dir_fd: int) -> list[Event]:
     except FileNotFoundError:
         return []
     return scan(data).events
-
-
-class ActivityLog:
-    """The open journal of one state directory, appended to durably."""
-
-    def __init__(self, fd: int, events: list[Event], repaired_bytes: int) -> None:
-        self._fd = fd
-        self.events_at_open = events
-        self.repaired_bytes = repaired_bytes
-
-    @classmethod
-    def open(cls, dir_fd: int) -> ActivityLog:
-        """Open for appending, cutting a torn last line."""
-        try:
-            fd = fsio.open_append(dir_fd, ACTIVITY_FILE, "activity")
-        except OSError as error:
-            raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
-        try:
-            os.fchmod(fd, 0o600)
-            data = fsio.read_at(dir_fd, ACTIVITY_FILE, 1 << 40)
-            found = scan(data)
-            if found.torn_bytes:
-                fsio.truncate_durably(fd, found.good_length, "activity")
-        except BaseException as error:
-            os.close(fd)  # a corrupt journal or a failed repair must not leak the descriptor
-            if isinstance(error, OSError):
-                raise FatalIoError(f"cannot open activity.jsonl: {os_error_text(error)}") from None
-            raise
-        return cls(fd, found.events, found.torn_bytes)
-
-    def append(self, event: Event) -> None:
-        """Append one event and fsync it before returning."""
-        line = compact_utf8(event) + b"\n"
-        try:
-            fsio.append_durably(self._fd, line, "activity")
-        except OSError as error:
-            raise FatalIoError(f"cannot append to activity.jsonl: {os_error_text(error)}") from None
-
-    def close(self) -> None:
-        """Close the journal."""
-        os.close(self._fd)
 
 
 def read_from(dir_fd: int, offset: int) -> tuple[list[Event], int]:
