@@ -65,67 +65,95 @@ def cli(
     return make_cli(tmp_path, monkeypatch, capsys)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that await work started with the session run last, so that it overlaps the most."""
-    items.sort(key=lambda item: "one_cycle_on_the_default_model" in item.fixturenames)
+_AWAITS_THE_LIFE = "one_cycle_on_the_default_model"
 
 
-_DEFAULT_MODEL = pytest.StashKey[tuple[Early[str], Early[Any] | None]]()
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that await work started with the session run last, so that it overlaps the most.
+
+    Under xdist they run first instead: the worker that gets one starts that work then
+    (no worker knows its share of the tests beforehand), and the others run the rest.
+    """
+    last = not _in_xdist_worker(config)
+    items.sort(key=lambda item: (_AWAITS_THE_LIFE in item.fixturenames) == last)
+
+
+def _in_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+_SESSION_ENVIRON = pytest.StashKey[dict[str, str]]()
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _default_model_started_early(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
+def _default_model_started_early(request: pytest.FixtureRequest) -> None:
     """When the session has tests on the default model, its gateway starts with the session,
     and the default tier's one-cycle life as soon as the gateway answers (`support/early.py`).
 
-    `singularity brama serve` with its defaults (the default model) is one per session. Its
-    prompts are kept in the session's temporary directory, so that every test on the
-    default model shares what an earlier one evaluated, and no run depends on another's.
     Both run with the environment and working directory the session started with, not
-    those a test running meanwhile has set.
+    those a test running meanwhile has set. An xdist worker starts them only when it gets
+    a test that uses them: every worker collects every test, so starting them here would
+    start one model per worker.
     """
-    wanted = {name for item in request.session.items for name in item.fixturenames}
-    if not wanted & {"default_gateway", "one_cycle_on_the_default_model"}:
-        yield
+    request.config.stash[_SESSION_ENVIRON] = dict(os.environ)
+    if _in_xdist_worker(request.config):
         return
-    environ = dict(os.environ)
+    wanted = {name for item in request.session.items for name in item.fixturenames}
+    if _AWAITS_THE_LIFE in wanted:
+        request.getfixturevalue("_one_cycle_life")
+    elif "default_gateway" in wanted:
+        request.getfixturevalue("_default_gateway_process")
+
+
+@pytest.fixture(scope="session")
+def _default_gateway_process(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Early[str]]:
+    """`singularity brama serve` with its defaults (the default model), one per session.
+
+    Its prompts are kept in the session's temporary directory, so that every test on the
+    default model shares what an earlier one evaluated, and no run depends on another's.
+    """
+    environ = request.config.stash[_SESSION_ENVIRON]
     folder = tmp_path_factory.mktemp("brama-default")
     with contextlib.ExitStack() as running:
         gateway = Early(
             "default gateway",
             lambda: running.enter_context(brama_serve(folder / "brama.log", env=environ)),
         )
-        life = None
-        if "one_cycle_on_the_default_model" in wanted:
-            root = tmp_path_factory.mktemp("one-cycle-on-the-default-model")
-            life = Early(
-                "one cycle on the default model",
-                lambda: default_model.live(
-                    gateway.result(), root, *default_model.ONE_CYCLE, environ=environ
-                ),
-            )
-        request.config.stash[_DEFAULT_MODEL] = (gateway, life)
-        yield
-        if life is not None:
-            life.wait()  # before the gateway stops
+        yield gateway
         gateway.wait()
 
 
 @pytest.fixture(scope="session")
-def default_gateway(request: pytest.FixtureRequest) -> str:
-    """The base URL of the session's `singularity brama serve` on the default model."""
-    gateway, _ = request.config.stash[_DEFAULT_MODEL]
-    return gateway.result()
+def _one_cycle_life(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    _default_gateway_process: Early[str],
+) -> Iterator[Early[Any]]:
+    """The default tier's one-cycle life, started as soon as the gateway answers."""
+    environ = request.config.stash[_SESSION_ENVIRON]
+    root = tmp_path_factory.mktemp("one-cycle-on-the-default-model")
+    life = Early(
+        "one cycle on the default model",
+        lambda: default_model.live(
+            _default_gateway_process.result(), root, *default_model.ONE_CYCLE, environ=environ
+        ),
+    )
+    yield life
+    life.wait()  # before the gateway stops
 
 
 @pytest.fixture(scope="session")
-def one_cycle_on_the_default_model(request: pytest.FixtureRequest) -> Any:
+def default_gateway(_default_gateway_process: Early[str]) -> str:
+    """The base URL of the session's `singularity brama serve` on the default model."""
+    return _default_gateway_process.result()
+
+
+@pytest.fixture(scope="session")
+def one_cycle_on_the_default_model(_one_cycle_life: Early[Any]) -> Any:
     """The saved state of the default tier's one-cycle life (`default_model.ONE_CYCLE`)."""
-    _, life = request.config.stash[_DEFAULT_MODEL]
-    assert life is not None
-    return life.result()
+    return _one_cycle_life.result()
 
 
 @pytest.fixture
