@@ -64,11 +64,16 @@ setup-tests: setup $(MCP_SERVERS)/node_modules/.package-lock.json
 run: setup
 	./scripts/run-demo.sh
 
+# The default tier runs on TEST_WORKERS pytest-xdist worker processes: most tests wait on
+# processes, sockets and fsyncs, so more workers than cores keep both cores busy.
+# `make test TEST_WORKERS=0` runs it in one process (docs/testing.md).
+TEST_WORKERS ?= 4
+
 test: setup-tests
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 # The console's screenshots in docs/images, taken by its browser tests.
 screenshots: setup

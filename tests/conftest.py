@@ -71,11 +71,23 @@ _AWAITS_THE_LIFE = "one_cycle_on_the_default_model"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that await work started with the session run last, so that it overlaps the most.
 
-    Under xdist they run first instead: the worker that gets one starts that work then
-    (no worker knows its share of the tests beforehand), and the others run the rest.
+    Under xdist they run first instead (the worker that gets one starts that work then: no
+    worker knows its share of the tests beforehand, `_default_model_started_early`), and
+    then the tests given a longer timeout, the long ones: started last, they would run
+    on alone while the other workers sit idle.
     """
-    last = not _in_xdist_worker(config)
-    items.sort(key=lambda item: (_AWAITS_THE_LIFE in item.fixturenames) == last)
+    if _in_xdist_worker(config):
+        items.sort(key=lambda item: (_AWAITS_THE_LIFE not in item.fixturenames, -_timeout(item)))
+    else:
+        items.sort(key=lambda item: _AWAITS_THE_LIFE in item.fixturenames)
+
+
+def _timeout(item: pytest.Item) -> float:
+    """The test's `@pytest.mark.timeout`, else the configured one."""
+    marked = item.get_closest_marker("timeout")
+    if marked is not None and marked.args:
+        return float(marked.args[0])
+    return float(item.config.getini("timeout") or 0)
 
 
 def _in_xdist_worker(config: pytest.Config) -> bool:
