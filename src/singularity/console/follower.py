@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from singularity.domain import events
+from singularity.money import parse_money
 from singularity.storage.activity import Event
 
 RECENT_EVENTS = 200
@@ -28,13 +29,6 @@ LEDGER_SIGNS: dict[type[events.ActivityEvent], int] = {
     events.ChildFunded: -1,
     events.ChildRefunded: 1,
 }
-LedgerEntry = (
-    events.CostDebited
-    | events.RevenueCredited
-    | events.OperatorCredited
-    | events.ChildFunded
-    | events.ChildRefunded
-)
 SANCTUM_WRITERS: dict[type[events.ActivityEvent], str] = {
     events.SanctumWritten: "being",
     events.OperatorSanctumWritten: "operator",
@@ -103,16 +97,23 @@ class Follower:
         request_id = event.get("request_id")
         if isinstance(request_id, str):
             self.applied.add(request_id)
+        named = events.kind_of(event)
+        if named in LEDGER_SIGNS:
+            # Read as the ledger reads it: an older line without every field still counts.
+            try:
+                amount = parse_money(event.get("amount"))
+            except ValueError:
+                return
+            self.ledger.append(
+                LedgerPoint(str(event.get("at")), named.type, amount * LEDGER_SIGNS[named])
+            )
         record = events.readable(event)
         if record is None:
             return
         kind = type(record)
         if kind in TRANSCRIPT_EVENTS:
             self.rounds.append(event)
-        if isinstance(record, LedgerEntry):
-            delta = record.amount * LEDGER_SIGNS[kind]
-            self.ledger.append(LedgerPoint(record.at, record.type, delta))
-        elif isinstance(record, events.OperatorPaused):
+        if isinstance(record, events.OperatorPaused):
             self.paused = True
         elif isinstance(record, events.OperatorResumed):
             self.paused = False
