@@ -9,6 +9,7 @@ The journal is written as a being writes it: through `DirectoryStore` (`commit`,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -261,11 +262,10 @@ def _journal(*records: bytes) -> bytes:
 def _opened(state_dir: Path) -> DirectoryStore:
     """The being's store, opened and loaded as a boot does (a journal without a state)."""
     store = DirectoryStore.open(str(state_dir))
-    try:
+    with contextlib.ExitStack() as closing_on_failure:
+        closing_on_failure.callback(store.close)
         assert store.load() is None
-    except BaseException:
-        store.close()
-        raise
+        closing_on_failure.pop_all()
     return store
 
 
