@@ -35,6 +35,7 @@ from tests.support.fleet import (
     check_life,
     dev_server,
     fleet_store,
+    priced_flags,
     verify_being,
 )
 from tests.support.polling import wait_for
@@ -143,20 +144,7 @@ def _chaos(tmp_path: Path, server: TemporalDevServer, beings: int, backend: str)
     run = uuid.uuid4().hex[:6]  # the PostgreSQL server outlives the test
     keys = [f"being-{run}-{index}" for index in range(beings)]
     with ScriptedServer([], default=Turn.text("idle").delayed(0.2)) as gateway:
-        flags = [
-            "--brama-url",
-            gateway.url,
-            "--input-price",
-            "1",
-            "--output-price",
-            "2",
-            "--instance-price",
-            "0.5",
-            "--cycle-interval-secs",
-            "0.2",
-            "--keep-idle",
-            "30",
-        ]
+        flags = [*priced_flags(gateway, "0.2", "--instance-price", "0.5"), "--keep-idle", "30"]
         workers = [
             WorkerProcess(target, stores[n], flags, tmp_path / f"worker-{n}.log")
             for n in range(WORKERS)

@@ -32,6 +32,7 @@ from tests.support.fleet import (
     check_life,
     dev_server,
     fleet_store,
+    priced_flags,
     verify_being,
 )
 from tests.support.polling import wait_for
@@ -64,18 +65,7 @@ def test_a_frozen_worker_cannot_write_after_another_took_its_being_over(
     gate = threading.Event()
     script = [Turn.text("lost").held(gate)]
     with ScriptedServer(script, default=Turn.text("idle")) as gateway:
-        flags = [
-            "--brama-url",
-            gateway.url,
-            "--input-price",
-            "1",
-            "--output-price",
-            "2",
-            "--cycle-interval-secs",
-            "0.2",
-            "--keep-idle",
-            "60",
-        ]
+        flags = [*priced_flags(gateway, "0.2"), "--keep-idle", "60"]
         worker_a = WorkerProcess(target, store_a, flags, tmp_path / "worker-a.log")
         workers = [worker_a]
         try:

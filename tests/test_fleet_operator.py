@@ -15,7 +15,15 @@ from singularity.fleet import control
 from singularity.fleet.connection import TemporalConnection, connect
 from singularity.fleet.dev import TemporalDevServer
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.fleet import SINGULARITY, WorkerProcess, check_life, dev_server, journal, verify
+from tests.support.fleet import (
+    SINGULARITY,
+    WorkerProcess,
+    check_life,
+    dev_server,
+    journal,
+    priced_flags,
+    verify,
+)
 from tests.support.polling import wait_for
 
 __all__ = ["dev_server"]
@@ -65,16 +73,7 @@ def test_an_operator_steers_a_being_of_the_fleet(
     target, root = dev_server.target, tmp_path / "beings"
     # A long interval: the being lives its first cycle, then only when a message comes.
     with ScriptedServer([], default=Turn.text("at your service")) as gateway:
-        flags = [
-            "--brama-url",
-            gateway.url,
-            "--input-price",
-            "1",
-            "--output-price",
-            "2",
-            "--cycle-interval-secs",
-            "3600",
-        ]
+        flags = priced_flags(gateway, "3600")
         worker = WorkerProcess(target, root, flags, tmp_path / "worker.log")
         try:
             assert "not an option of a being" in _refused(

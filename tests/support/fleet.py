@@ -36,6 +36,7 @@ from singularity.fleet.workflow import BeingWorkflow
 from singularity.jsoncodec import loads_strict
 from singularity.state_place import StorePlace
 from singularity.store.opening import peek_events_at
+from singularity.testing.scripted_server import ScriptedServer
 from tests.support import commands
 
 QUEUE = "beings"
@@ -132,6 +133,21 @@ def fleet_store(backend: str, root: Path) -> FleetStore:
     from tests.support.stores import store_url
 
     return FleetStore(str(root), store_url())
+
+
+def priced_flags(gateway: ScriptedServer, interval: str, *extra: str) -> list[str]:
+    """A worker's being flags: the scripted gateway, token prices of 1 and 2, the interval."""
+    return [
+        "--brama-url",
+        gateway.url,
+        "--input-price",
+        "1",
+        "--output-price",
+        "2",
+        *extra,
+        "--cycle-interval-secs",
+        interval,
+    ]
 
 
 def store_flags(store: FleetStore) -> list[str]:
