@@ -67,6 +67,8 @@ from tests.support.zygote import Zygote, running
 DEFAULT_KILLS = 24
 POSTGRES_DEFAULT_KILLS = 12
 DEFAULT_BALANCE = "0.5"
+# A loop goes on past its kills until it has covered everything, up to this many times them.
+KILLS_TO_REACH = 4
 # The slow tier's: beings with a balance that lasts until they fill their window.
 SLOW_KILLS = 1000
 POSTGRES_SLOW_KILLS = 200  # the issue's 200 kills
@@ -377,9 +379,17 @@ class CrashLoop:
         self.debits = set()
         self.memories = set()
 
+    def reached(self) -> bool:
+        """Whether the loop has met what it must cover besides its kills: a kill during a
+        model call, and a being that ran out of money."""
+        return self.orphans_charged > 0 and self.exhausted >= 1
+
     def run(self, kills: int) -> None:
+        """Kill beings `kills` times, and on until `reached` (at most `KILLS_TO_REACH`
+        times as many kills): where each kill lands depends on the machine's pace, so a fixed
+        count alone could end before a being ran out."""
         self.workspace.mkdir()
-        while self.kills < kills:
+        while self.kills < kills or (not self.reached() and self.kills < kills * KILLS_TO_REACH):
             self.feed()
             _forget_requests(self.server)
             code = self.live_until_killed()
