@@ -38,8 +38,8 @@ from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.money import render_money
 from singularity.runtime.talk.operator_client import Delivery, hand_over
+from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.entries import SanctumEntry
-from singularity.sanctum.store import MAX_READ_BYTES
 from singularity.state_place import shown_url
 from singularity.store.base import state_of
 from singularity.store.postgres.census import Resident, census, events_after, messages_from

@@ -25,8 +25,9 @@ from singularity.errors import SingularityError, StateError
 from singularity.runtime.family.tree import family_tree, is_alive
 from singularity.runtime.talk.operator_client import Delivery, deliver
 from singularity.runtime.talk.transcript import all_messages
+from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.names import SanctumRefusal
-from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
+from singularity.sanctum.store import SanctumStore, parts_of
 from singularity.storage import fsio, inbox
 from singularity.storage.activity import read_from
 from singularity.storage.statedir import STATE_FILE

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from singularity.errors import StateError
+from singularity.sanctum.descriptors import TEMP_PREFIX
 from singularity.sanctum.names import SanctumRefusal
-from singularity.sanctum.store import TEMP_PREFIX, SanctumStore
+from singularity.sanctum.store import SanctumStore
 from singularity.storage import fsio, publish
 from singularity.tools.confinement import InvalidPath, parse_path
 

@@ -44,6 +44,7 @@ from singularity.sanctum.names import (
 from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
 from singularity.sanctum.pulse import QuietHours, Schedule, configured_schedule, schedule_from
 from singularity.sanctum.scan import MapCache
+from singularity.sanctum.seam import Sanctum
 from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.wake import SECTION_CAP, Wake, wake
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
@@ -153,6 +154,12 @@ class SanctumConfig:
         )
 
 
+def open_folder(root: str) -> SanctumStore:
+    """The sanctum folder at `root`, made 0700 if missing (see `ensure_root`)."""
+    ensure_root(root)
+    return SanctumStore(root)
+
+
 def today(clock: Clock) -> str:
     """The clock's UTC date, `YYYY-MM-DD`."""
     return render_timestamp(clock())[:10]
@@ -161,11 +168,19 @@ def today(clock: Clock) -> str:
 class SanctumCore:
     """The sanctum of one live being (see the module docstring)."""
 
-    def __init__(self, host: Host, config: SanctumConfig, past: Sequence[Event] = ()) -> None:
-        """Follow the journal from `past` on; nothing is opened until `at_boot`."""
+    def __init__(
+        self,
+        host: Host,
+        config: SanctumConfig,
+        past: Sequence[Event] = (),
+        opener: Callable[[], Sanctum] | None = None,
+    ) -> None:
+        """Follow the journal from `past` on; nothing is opened until `at_boot`, then the
+        sanctum `opener` gives (by default the folder `config.root`)."""
         self.host = host
         self.config = config
-        self.store: SanctumStore | None = None
+        self.opener = opener or (lambda: open_folder(config.root))
+        self.store: Sanctum | None = None
         self.failure: str | None = None
         self.notes = NoteKeeper()
         self.last_pulse: datetime | None = None
@@ -240,8 +255,7 @@ class SanctumCore:
         if self.store is not None:
             return
         try:
-            ensure_root(self.config.root)
-            store = SanctumStore(self.config.root)
+            store = self.opener()
         except SingularityError as error:
             self._unavailable(str(error))
             return
@@ -290,7 +304,7 @@ class SanctumCore:
             self.notes.settled(digest.cycle)
             self.invalidate()
 
-    def _add_note(self, store: SanctumStore, digest: CycleDigest, ended: str) -> str:
+    def _add_note(self, store: Sanctum, digest: CycleDigest, ended: str) -> str:
         """Add the cycle's section to the day's file of runtime notes; the file's name."""
         part = self._notes_part.get(digest.day, 1)
         while True:

@@ -19,7 +19,7 @@ from singularity.sanctum.names import (
     PULSE_FILE,
 )
 from singularity.sanctum.pulse import pulse_seed
-from singularity.sanctum.store import SanctumStore
+from singularity.sanctum.seam import Sanctum
 
 # A `{…}` placeholder left for First Breath: a lowercase start, one line, not JSON.
 PLACEHOLDER = re.compile(r"\{[a-z][^{}\n]{0,200}\}")
@@ -59,7 +59,7 @@ def placeholders(text: str) -> int:
     return len(PLACEHOLDER.findall(text))
 
 
-def initialize(store: SanctumStore, seed: Seed) -> Birth:
+def initialize(store: Sanctum, seed: Seed) -> Birth:
     """Create what is missing; an existing file is never touched."""
     present = [name for name in IDENTITY_FILES if store.exists((name,))]
     for folder in FOLDERS:

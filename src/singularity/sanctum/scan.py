@@ -14,11 +14,15 @@ from __future__ import annotations
 import heapq
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from singularity.sanctum.descriptors import read_heads, scan_fd
 from singularity.sanctum.names import TENDED, name_date
-from singularity.sanctum.store import SanctumStore, read_heads, scan_fd
+
+if TYPE_CHECKING:
+    from singularity.sanctum.store import SanctumStore
 
 NEWEST = 8
 RAW_SCAN_CHARS = 2000
@@ -49,20 +53,41 @@ def is_undistilled(head: str) -> bool:
 def summarize(path: str, dir_fd: int, *, raw: bool) -> FolderScan:
     """Read one folder (and, for raw files, the head of each)."""
     files, dirs = scan_fd(dir_fd)
+    return summary(
+        path,
+        files,
+        dirs,
+        lambda name: _mtime(dir_fd, name),
+        lambda names: read_heads(dir_fd, names, RAW_SCAN_CHARS * 4),
+        raw=raw,
+    )
+
+
+def summary(
+    path: str,
+    files: list[str],
+    dirs: list[str],
+    mtime: Callable[[str], int],
+    heads: Callable[[list[str]], Mapping[str, str]],
+    *,
+    raw: bool,
+) -> FolderScan:
+    """One folder's summary from its sorted file and folder names; `mtime` and `heads` are
+    asked only for what the summary needs (a backend's reads)."""
     if path == "memory/":
         files = [name for name in files if name != TENDED]
     days = sorted(day for name in files if (day := name_date(name)))
     # Only files that can be among the newest need their time (a stat each).
     cutoff = days[-NEWEST] if len(days) >= NEWEST else ""
     dated = [
-        (day, _mtime(dir_fd, name) if day >= cutoff else 0, name, path + name)
+        (day, mtime(name) if day >= cutoff else 0, name, path + name)
         for name in files
         if (day := name_date(name))
     ]
     undistilled: tuple[str, ...] = ()
     if raw:
-        heads = read_heads(dir_fd, files, RAW_SCAN_CHARS * 4)
-        undistilled = tuple(path + name for name in files if is_undistilled(heads.get(name, "")))
+        found = heads(files)
+        undistilled = tuple(path + name for name in files if is_undistilled(found.get(name, "")))
     return FolderScan(
         path,
         len(files),
@@ -103,7 +128,8 @@ class MapCache:
 
 
 def scan_tree(store: SanctumStore, top: str, cache: MapCache | None) -> list[FolderScan]:
-    """Summaries of `top` (`memory` or `raw`) and every folder below it, depth first."""
+    """Summaries of `top` (`memory` or `raw`) and every folder below it, depth first, in
+    a sanctum folder (`SanctumStore.scan_tree`)."""
     found: list[FolderScan] = []
     raw = top == "raw"
 

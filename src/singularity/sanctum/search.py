@@ -12,9 +12,14 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from singularity.sanctum.descriptors import HEAD_FLAGS, MAX_READ_BYTES, TEMP_PREFIX
 from singularity.sanctum.names import MEMORY, TENDED, name_date
-from singularity.sanctum.store import HEAD_FLAGS, MAX_READ_BYTES, TEMP_PREFIX, SanctumStore
+
+if TYPE_CHECKING:
+    from singularity.sanctum.seam import Sanctum
+    from singularity.sanctum.store import SanctumStore
 
 MAX_OPEN_FOLDERS = 64
 
@@ -46,7 +51,8 @@ def newest_first(items: Sequence[Found]) -> list[Found]:
 
 
 def files_under(store: SanctumStore, parts: Sequence[str]) -> list[Found]:
-    """Every regular file in the folder and below it (our temp files and `.tended` aside)."""
+    """Every regular file in the folder and below it (our temp files and `.tended` aside),
+    in a sanctum folder (`SanctumStore.files_under`)."""
     found: list[Found] = []
 
     def visit(path: str, dir_fd: int) -> Sequence[str]:
@@ -69,13 +75,13 @@ def _hidden(folder: str, name: str) -> bool:
 
 
 def grep(
-    store: SanctumStore, parts: Sequence[str], query: str, limit: int, width: int
+    store: Sanctum, parts: Sequence[str], query: str, limit: int, width: int
 ) -> tuple[list[str], bool]:
     """Up to `limit` hits `path:line: text` (text cut to `width`), and whether there were more."""
     needle = query.casefold()
     ascii_needle = needle.encode("ascii") if needle.isascii() else None
     hits: list[str] = []
-    for found, data in _contents(store, newest_first(files_under(store, parts))):
+    for found, data in store.contents(newest_first(store.files_under(parts))):
         if data.isascii() and ascii_needle is not None:
             if ascii_needle not in data.lower():
                 continue
@@ -92,8 +98,9 @@ def grep(
     return hits, False
 
 
-def _contents(store: SanctumStore, ordered: list[Found]) -> Iterator[tuple[Found, bytes]]:
-    """Each file's bytes (at most 256 KiB), opened beneath its folder's descriptor."""
+def contents(store: SanctumStore, ordered: Sequence[Found]) -> Iterator[tuple[Found, bytes]]:
+    """Each file's bytes (at most 256 KiB), opened beneath its folder's descriptor, in a
+    sanctum folder (`SanctumStore.contents`)."""
     folders: dict[str, int] = {}
     try:
         for found in ordered:

@@ -1,4 +1,5 @@
-"""The sanctum's confined I/O: every path resolves beneath its root through `Workspace`.
+"""The sanctum as a folder of files (a `Sanctum` backend): every path resolves beneath its
+root through `Workspace`.
 
 The sanctum reuses the workspace confinement primitive (openat2 with RESOLVE_BENEATH,
 or the component walk): a path is parsed by the same grammar, opened as a descriptor
@@ -12,11 +13,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from singularity.errors import StateError
+from singularity.sanctum import scan, search
+from singularity.sanctum.descriptors import MAX_READ_BYTES, TEMP_PREFIX, read_heads, scan_fd
 from singularity.sanctum.names import BOUNDARY, IO, NOT_FOUND, SanctumRefusal
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
@@ -31,13 +34,10 @@ from singularity.tools.confinement import (
 )
 from singularity.tools.files import NotBoundedRegularFile, read_bounded
 
-TEMP_PREFIX = ".singularity-"
 POINT = "sanctum"
-MAX_READ_BYTES = 256 * 1024
 BOUNDARY_MESSAGE = "path leaves the sanctum"
 NOT_BOUNDED_MESSAGE = "path is not a bounded regular file"
 DIR_MODE = 0o700
-HEAD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -295,38 +295,17 @@ class SanctumStore:
         finally:
             os.close(dir_fd)
 
+    def files_under(self, parts: Sequence[str]) -> list[search.Found]:
+        """Every regular file in the folder and below it (our temp files and `.tended` aside)."""
+        return search.files_under(self, parts)
 
-def read_heads(dir_fd: int, names: Sequence[str], size: int) -> dict[str, str]:
-    """The first `size` bytes of each named regular file (never followed) as text."""
-    found: dict[str, str] = {}
-    for name in names:
-        try:
-            fd = os.open(name, HEAD_FLAGS, dir_fd=dir_fd)
-        except OSError:
-            continue
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                found[name] = os.read(fd, size).decode("utf-8", "replace")
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-    return found
+    def contents(self, ordered: Sequence[search.Found]) -> Iterator[tuple[search.Found, bytes]]:
+        """Each file's bytes (at most 256 KiB), opened beneath its folder's descriptor."""
+        return search.contents(self, ordered)
 
-
-def scan_fd(dir_fd: int) -> tuple[list[str], list[str]]:
-    """The regular files (without our temp files) and the folders of a folder, sorted."""
-    files: list[str] = []
-    dirs: list[str] = []
-    with os.scandir(dir_fd) as scan:
-        for item in scan:
-            if item.is_dir(follow_symlinks=False):
-                dirs.append(item.name)
-            elif item.is_file(follow_symlinks=False) and not item.name.startswith(TEMP_PREFIX):
-                files.append(item.name)
-    files.sort()
-    dirs.sort()
-    return files, dirs
+    def scan_tree(self, top: str, cache: scan.MapCache | None) -> list[scan.FolderScan]:
+        """Summaries of `top` and every folder below it, reused from `cache` while unchanged."""
+        return scan.scan_tree(self, top, cache)
 
 
 def _entry(item: os.DirEntry[str]) -> Entry:

@@ -15,14 +15,16 @@ from typing import Annotated, Any
 
 from singularity.jsoncodec import compact
 from singularity.sanctum import search
+from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.names import (
     MEMORY,
     TENDED,
     SanctumRefusal,
     name_date,
 )
+from singularity.sanctum.seam import Sanctum
 from singularity.sanctum.search import Found
-from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
+from singularity.sanctum.store import parts_of
 from singularity.sanctum.wake import Wake
 from singularity.tools.arguments import Content, Integer, Text
 from singularity.tools.base import JsonObject, Outcome, ToolArgumentError, ToolDefinition
@@ -52,7 +54,7 @@ class Done:
 class Context:
     """What the tools need: the open store, today's date, and the current wake."""
 
-    store: SanctumStore
+    store: Sanctum
     today: Callable[[], str]
     wake: Callable[[bool], Wake]
     """The wake text; the argument asks for the identity bodies."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from singularity.domain.records import MemoryEntry
 from singularity.errors import StateError
-from singularity.sanctum.store import TEMP_PREFIX
+from singularity.sanctum.descriptors import TEMP_PREFIX
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 

@@ -25,8 +25,8 @@ from singularity.sanctum.names import (
     SanctumRefusal,
     real_date,
 )
-from singularity.sanctum.scan import NEWEST, Dated, FolderScan, MapCache, scan_tree
-from singularity.sanctum.store import SanctumStore
+from singularity.sanctum.scan import NEWEST, Dated, FolderScan, MapCache
+from singularity.sanctum.seam import Sanctum
 
 IDENTITY_CAP = 16 * 1024
 MAP_CAP = 8 * 1024
@@ -97,14 +97,14 @@ def cut(text: str, cap: int, marker: str) -> str:
     return data[:cap].decode("utf-8", "ignore").rstrip() + f"\n[{marker}]"
 
 
-def scan_map(store: SanctumStore, cache: MapCache | None = None) -> MemoryMap:
+def scan_map(store: Sanctum, cache: MapCache | None = None) -> MemoryMap:
     """Walk `memory/` and `raw/`: counts, newest dated files, raw status, tending."""
     folders: list[tuple[str, int]] = []
     dated: list[Dated] = []
     undistilled: list[str] = []
     sessions: FolderScan | None = None
     for top in (MEMORY, RAW):
-        for scan in scan_tree(store, top, cache):
+        for scan in store.scan_tree(top, cache):
             if scan.files or scan.path != f"{top}/":
                 folders.append((scan.path, scan.files))
             dated += scan.newest
@@ -129,7 +129,7 @@ def scan_map(store: SanctumStore, cache: MapCache | None = None) -> MemoryMap:
     return MemoryMap(tuple(folders), newest, tuple(undistilled), notes, tended, since, pending)
 
 
-def _stamp(store: SanctumStore) -> str | None:
+def _stamp(store: Sanctum) -> str | None:
     try:
         text = store.read_optional((MEMORY, TENDED), 256)
     except SanctumRefusal:
@@ -185,7 +185,7 @@ def map_text(memory: MemoryMap, unfinished: tuple[tuple[str, int], ...]) -> str:
 
 
 def wake(
-    store: SanctumStore | None,
+    store: Sanctum | None,
     label: str,
     *,
     pulse: bool = False,
@@ -230,7 +230,7 @@ def wake(
     return Wake(mode, text, memory, tuple(unfinished), blocks[0], tuple(identities))
 
 
-def identity_body(store: SanctumStore, name: str) -> str:
+def identity_body(store: Sanctum, name: str) -> str:
     """An identity file's text as the wake shows it: whole, or cut at 16 KiB with a marker.
 
     A hand-edited file is never dropped: bytes that are not UTF-8 show as U+FFFD (with a

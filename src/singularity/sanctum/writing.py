@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
+from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.names import (
     HISTORY,
     MEMORY,
@@ -26,7 +27,7 @@ from singularity.sanctum.names import (
     standing_target,
     write_target,
 )
-from singularity.sanctum.store import MAX_READ_BYTES, parts_of
+from singularity.sanctum.store import parts_of
 from singularity.sanctum.tools import (
     MAX_CONTENT_BYTES,
     MAX_PATH_BYTES,

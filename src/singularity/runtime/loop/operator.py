@@ -30,8 +30,10 @@ from singularity.domain.operator import (
 from singularity.domain.records import ChatMessage
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
+from singularity.sanctum import seam
+from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.names import SanctumRefusal, write_target
-from singularity.sanctum.store import MAX_READ_BYTES, SanctumStore, parts_of
+from singularity.sanctum.store import parts_of
 from singularity.storage import inbox
 from singularity.storage.activity import Event
 from singularity.timestamps import parse_timestamp
@@ -66,7 +68,7 @@ class Sanctum(Protocol):
     """What the desk needs of the being's open sanctum."""
 
     @property
-    def store(self) -> SanctumStore | None: ...
+    def store(self) -> seam.Sanctum | None: ...
     def invalidate(self) -> None: ...
 
 
