@@ -1,8 +1,11 @@
 """`singularity journal …` and `singularity reasonlog …`: metadata and public text only.
 
 No journal command ever prints journal text: `stats` gives counts and ages, `verify`
-names failing rows by id. Commands that change the journal take the state directory's
-lock, so they never race a living being; `stats` and `verify` only read.
+names failing rows by id. The being is the one `--state-dir` holds, or with `--state-url
+postgresql://…` the one `--agent-id` names there; its journal is where the runtime keeps
+it (`--journal-url`, by default in its state directory). Commands that change the journal
+take the being's hold (the state directory's lock, and a PostgreSQL being's lease too), so
+they never race a living being; `stats` and `verify` only read.
 """
 
 from __future__ import annotations
@@ -13,35 +16,54 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import settings_from, with_options
+from singularity.cli.options import AGENT_ID, settings_from, with_options
 from singularity.cli.output import print_json
-from singularity.config import JOURNAL_OPTIONS, STATE_OPTIONS
+from singularity.config import JOURNAL_OPTIONS, STATE_OPTIONS, STORE_OPTIONS, Settings
 from singularity.errors import StateError
 from singularity.journal import reasonlog
 from singularity.journal.extension import fingerprint_of, journal_config
 from singularity.journal.opening import KeyLost, open_journal, remove_files
 from singularity.journal.service import Damaged, Journal, JournalConfig
 from singularity.jsoncodec import compact
+from singularity.runtime.being import place_of
 from singularity.storage.statedir import StateDir
-from singularity.store.directory import peek_state
+from singularity.store.opening import open_store_at, peek_state_at
 
-journal_options = with_options(STATE_OPTIONS + JOURNAL_OPTIONS)
+journal_options = with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + JOURNAL_OPTIONS)
 
 
-def _config(params: dict[str, Any]) -> JournalConfig:
-    settings = settings_from(params)
-    state = peek_state(settings.state_dir)
+def _config(settings: Settings) -> JournalConfig:
+    place = place_of(settings)
+    state = peek_state_at(place, settings.agent_id)
     if state is None:
-        raise StateError(f"no being at {settings.state_dir}")
+        where = place.label(settings.agent_id) if place.is_postgres else settings.state_dir
+        raise StateError(f"no being at {where}")
     return journal_config(settings, fingerprint_of(state))
 
 
 @contextlib.contextmanager
+def _held(settings: Settings) -> Iterator[None]:
+    """The being's hold, as a runtime takes it: its state directory's lock and, for a being
+    in PostgreSQL, its lease (`state: another runtime owns …` while it lives)."""
+    with StateDir.open(settings.state_dir, create=False):
+        place = place_of(settings)
+        if not place.is_postgres:
+            yield
+            return
+        store = open_store_at(place, settings.agent_id, create=False)
+        try:
+            yield
+        finally:
+            store.close()
+
+
+@contextlib.contextmanager
 def _opened(params: dict[str, Any], *, lock: bool) -> Iterator[Journal]:
-    config = _config(params)
+    settings = settings_from(params, on_postgres=True)
+    config = _config(settings)
     with contextlib.ExitStack() as stack:
         if lock:
-            stack.enter_context(StateDir.open(config.state_dir, create=False))
+            stack.enter_context(_held(settings))
         journal = open_journal(config, create=False, recover=False)
         if journal is None:
             raise StateError(f"no journal exists for the being at {config.state_dir}")
@@ -148,8 +170,9 @@ def destroy(yes: bool, **params: Any) -> None:
     """Delete every entry and the key (crypto-shredding): nothing can be recovered."""
     if not yes:
         click.confirm("Destroy the journal and its key for good?", abort=True)
-    config = _config(params)
-    with StateDir.open(config.state_dir, create=False):
+    settings = settings_from(params, on_postgres=True)
+    config = _config(settings)
+    with _held(settings):
         try:
             journal = open_journal(config, create=False, recover=False)
         except KeyLost:

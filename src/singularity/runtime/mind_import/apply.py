@@ -12,6 +12,7 @@ from singularity.domain import events
 from singularity.errors import StateError, StateLockedError
 from singularity.runtime.family.tree import is_alive
 from singularity.runtime.mind_import.document import (
+    ImportDocument,
     ImportReport,
     merge,
     parse_import,
@@ -20,7 +21,9 @@ from singularity.runtime.mind_import.document import (
 from singularity.runtime.mind_import.service import SOCKET_NAME, socket_path, submit
 from singularity.storage import fsio
 from singularity.storage.statedir import STATE_FILE
+from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
+from singularity.store.opening import StorePlace, open_store_at, peek_state_at
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -29,12 +32,18 @@ log = logging.getLogger(__name__)
 RUNNING_MESSAGE = "the being is running; import through its local state service or stop it first"
 
 
-def import_file(file: str, state_dir: str) -> dict[str, Any]:
-    """Import the file into the being at `state_dir`, running or stopped; the report's JSON.
+def import_file(file: str, place: StorePlace, agent_id: str) -> dict[str, Any]:
+    """Import the file into the being at `place` (`agent_id` selects it in PostgreSQL),
+    running or stopped; the report's JSON.
 
     The lock, not the socket, says whether the being lives (decision 27): a socket left by
-    a killed runtime is removed by the offline import, under the lock.
+    a killed runtime is removed by the offline import, under the lock. A being in
+    PostgreSQL lives while a runtime holds its lease; a living one is reached through the
+    state directory its runtime recorded in the store.
     """
+    if place.is_postgres:
+        return _import_in_store(file, place, agent_id)
+    state_dir = place.location
     service = socket_path(state_dir)
     if os.path.lexists(service) and is_alive(state_dir):
         document = read_import_file(file)
@@ -44,7 +53,7 @@ def import_file(file: str, state_dir: str) -> dict[str, Any]:
 
 
 def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> ImportReport:
-    """Validate the file, then merge it into the being at `state_dir` and save once.
+    """Validate the file, then merge it into the stopped being at `state_dir` and save once.
 
     The being is recovered first (a redo log left by a kill is replayed) and checkpointed
     after the merge, so `state.json` alone holds the imported mind.
@@ -56,27 +65,59 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
         raise StateError(RUNNING_MESSAGE) from None
     try:
         remove_stale_socket(store.statedir.fd)
-        state = store.load()
-        if state is None:
-            raise StateError(
-                f"no being state exists at {os.path.join(state_dir, STATE_FILE)}; "
-                "create the being before importing"
-            )
-        now = now_text(clock)
-        report = merge(state, document, now)
-        if report.accepted:
-            imported = events.MindImported(
-                now,
-                report.source_kind,
-                report.source_id,
-                report.imported,
-                report.attributed,
-                report.unchanged,
-            )
-            store.commit(state, [events.encode(imported)])
-            store.checkpoint(state)
+        missing = f"no being state exists at {os.path.join(state_dir, STATE_FILE)}"
+        return _merged(store, document, missing, clock)
     finally:
         store.close()
+
+
+def _import_in_store(
+    file: str, place: StorePlace, agent_id: str, clock: Clock = system_clock
+) -> dict[str, Any]:
+    """Import into the being `agent_id` of a PostgreSQL store: under its lease when it is
+    stopped, through its import socket when it lives on this machine."""
+    data = read_import_file(file)
+    document = parse_import(data)
+    missing = f"no being state exists for {place.label(agent_id)}"
+    if peek_state_at(place, agent_id) is None:  # refused before the store is touched
+        raise StateError(f"{missing}; create the being before importing")
+    try:
+        store = open_store_at(place, agent_id, create=False)
+    except StateLockedError as held:
+        from singularity.store.postgres.places import reachable_dir
+
+        state_dir = reachable_dir(place.location, agent_id, f"{held}: {RUNNING_MESSAGE}")
+        service = socket_path(state_dir)
+        if not (os.path.lexists(service) and is_alive(state_dir)):
+            raise StateError(f"{held}: {RUNNING_MESSAGE}") from None
+        return submit(service, data)
+    try:
+        return _merged(store, document, missing, clock).to_json()
+    finally:
+        store.close()
+
+
+def _merged(
+    store: StateStore, document: ImportDocument, missing: str, clock: Clock
+) -> ImportReport:
+    """Merge the document into the being of an opened store; one step and a checkpoint
+    when it is accepted, nothing written when it is refused."""
+    state = store.load()
+    if state is None:
+        raise StateError(f"{missing}; create the being before importing")
+    now = now_text(clock)
+    report = merge(state, document, now)
+    if report.accepted:
+        imported = events.MindImported(
+            now,
+            report.source_kind,
+            report.source_id,
+            report.imported,
+            report.attributed,
+            report.unchanged,
+        )
+        store.commit(state, [events.encode(imported)])
+        store.checkpoint(state)
     return report
 
 
