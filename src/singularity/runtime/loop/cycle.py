@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from singularity.domain import events, notices
 from singularity.domain.records import ChatMessage, ToolCall
@@ -32,42 +32,17 @@ from singularity.runtime.being import LiveBeing
 from singularity.runtime.loop.extension import Extension
 from singularity.runtime.loop.reservation import PromptMeter, Reservation, plan
 from singularity.runtime.loop.tool_call import run_tool_call, skip_tool_call
-from singularity.tools.base import ToolDefinition
 from singularity.tools.catalogue import PRIVATE_PLACEHOLDER, Catalogue
+
+if TYPE_CHECKING:
+    from singularity.gateway.client import BramaClient
+    from singularity.gateway.wire import Completion
 
 CycleStatus = Literal["completed", "tool_round_limit", "budget_exhausted", "cancelled"]
 ROUND_LIMIT_WARNING = "maximum tool rounds reached"
 TRUNCATED_WARNING = "truncated: the answer reached max_tokens ({}); {}"
 USAGE_MISSING = "the gateway reported no usage: charged the reserved worst case, {} USD"
 EMPTY_ANSWER = "empty answer: the model returned neither text nor a tool call"
-
-
-class Completion(Protocol):
-    """What the cycle reads of a model answer."""
-
-    @property
-    def content(self) -> str: ...
-    @property
-    def tool_calls(self) -> Sequence[Any]: ...
-    @property
-    def usage(self) -> Any: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def truncated(self) -> bool: ...
-
-
-class Gateway(Protocol):
-    """The model gateway as the cycle uses it."""
-
-    async def complete(
-        self,
-        model: str,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[ToolDefinition],
-        *,
-        timeout: float | None = None,
-    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -105,7 +80,7 @@ class Life:
 
     being: LiveBeing
     catalogue: Catalogue
-    gateway: Gateway
+    gateway: BramaClient
     prices: ledger.Prices
     limits: CycleLimits
     stop_requested: Callable[[], bool] = lambda: False
@@ -209,7 +184,7 @@ def _concealed(life: Life, assistant: ChatMessage) -> ChatMessage:
 
 
 def _pay(
-    life: Life, operation: str, reservation: Reservation, completion: Any, elapsed_ns: int
+    life: Life, operation: str, reservation: Reservation, completion: Completion, elapsed_ns: int
 ) -> None:
     """Journal the completion and debit its cost once; no reported usage costs the reservation."""
     being, cycle = life.being, life.being.state.cycle
