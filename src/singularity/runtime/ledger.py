@@ -252,13 +252,17 @@ def credit(being: LiveBeing, amount: Decimal, source: str) -> Decimal | None:
         return None
     operation = new_operation_id()
     being.journal(events.RevenueCredited(being.now(), being.state.cycle, amount, source, operation))
-    apply_credit(being.state.budget, operation, amount)
+    apply_credit(being.state.budget, operation, amount, revenue=True)
     return amount
 
 
-def apply_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
-    """Add revenue to `earned` and `remaining` and remember its operation."""
-    budget.earned = add(budget.earned, amount)
+def apply_credit(budget: Budget, operation_id: str, amount: Decimal, *, revenue: bool) -> None:
+    """Add a credit to `remaining` and remember its operation; revenue counts as `earned`,
+    an operator's top-up as `operator_credited`."""
+    if revenue:
+        budget.earned = add(budget.earned, amount)
+    else:
+        budget.operator_credited = add(budget.operator_credited, amount)
     budget.remaining = add(budget.remaining, amount)
     budget.last_operation = operation_id
 
@@ -288,15 +292,8 @@ def operator_credit(being: LiveBeing, amount: Decimal, request_id: str, note: st
             note=note,
         )
     )
-    apply_operator_credit(being.state.budget, operation, amount)
+    apply_credit(being.state.budget, operation, amount, revenue=False)
     return amount
-
-
-def apply_operator_credit(budget: Budget, operation_id: str, amount: Decimal) -> None:
-    """Add an operator's credit to `remaining` and `operator_credited`."""
-    budget.operator_credited = add(budget.operator_credited, amount)
-    budget.remaining = add(budget.remaining, amount)
-    budget.last_operation = operation_id
 
 
 def apply_entry(budget: Budget, event: Event) -> None:
@@ -306,9 +303,9 @@ def apply_entry(budget: Budget, event: Event) -> None:
     if kind is events.CostDebited:
         apply_debit(budget, operation, charge_of(event))
     elif kind is events.RevenueCredited:
-        apply_credit(budget, operation, _amount(event, "amount"))
+        apply_credit(budget, operation, _amount(event, "amount"), revenue=True)
     elif kind is events.OperatorCredited:
-        apply_operator_credit(budget, operation, _amount(event, "amount"))
+        apply_credit(budget, operation, _amount(event, "amount"), revenue=False)
     elif kind is events.ChildFunded:
         apply_funding(budget, operation, _amount(event, "amount"))
     elif kind is events.ChildRefunded:
