@@ -70,7 +70,7 @@ def _row(record: tuple[Any, ...]) -> Row:
     )
 
 
-def _where(where: Filter) -> tuple[sql.Composed, list[Any]]:
+def _where(where: Filter, ids: Sequence[str] | None = None) -> tuple[sql.Composed, list[Any]]:
     clauses: list[sql.Composable] = []
     values: list[Any] = []
     for column, operator, value in (
@@ -88,6 +88,9 @@ def _where(where: Filter) -> tuple[sql.Composed, list[Any]]:
             sql.SQL("NOT redacted AND (embedding_model IS NULL OR embedding_model <> %s)")
         )
         values.append(where.lacking_model)
+    if ids is not None:
+        clauses.append(sql.SQL("id = ANY(%s::uuid[])"))
+        values.append(list(ids))
     if not clauses:
         return sql.Composed([]), values
     return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(clauses), values
@@ -234,14 +237,7 @@ class PostgresStore:
 
     def rows(self, where: Filter = EVERYTHING, ids: Sequence[str] | None = None) -> list[Row]:
         """Matching rows, oldest first."""
-        clause, values = _where(where)
-        if ids is not None:
-            wanted = list(ids)
-            if not wanted:
-                return []
-            glue = " AND " if values or where.lacking_model else " WHERE "
-            clause = clause + sql.SQL(glue + "id = ANY(%s::uuid[])")
-            values.append(wanted)
+        clause, values = _where(where, ids)
         query = sql.SQL("SELECT {} FROM {}{} ORDER BY created_at, id").format(
             sql.SQL(COLUMNS), self.table, clause
         )

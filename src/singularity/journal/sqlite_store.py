@@ -114,7 +114,7 @@ def row_of(record: tuple[Any, ...]) -> Row:
     )
 
 
-def _where(where: Filter) -> tuple[str, list[Any]]:
+def _where(where: Filter, ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     values: list[Any] = []
     if where.since is not None:
@@ -133,6 +133,9 @@ def _where(where: Filter) -> tuple[str, list[Any]]:
     if where.lacking_model is not None:
         clauses.append("NOT redacted AND (embedding_model IS NULL OR embedding_model != ?)")
         values.append(where.lacking_model)
+    if ids is not None:
+        values += ids
+        clauses.append(f"id IN ({', '.join('?' * len(ids))})")
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
 
 
@@ -338,13 +341,7 @@ class SqliteStore:
 
     def rows(self, where: Filter = EVERYTHING, ids: Sequence[str] | None = None) -> list[Row]:
         """Matching rows, oldest first."""
-        clause, values = _where(where)
-        if ids is not None:
-            wanted = list(ids)
-            if not wanted:
-                return []
-            clause += (" AND " if clause else " WHERE ") + f"id IN ({', '.join('?' * len(wanted))})"
-            values += wanted
+        clause, values = _where(where, ids)
         cursor = self.db.execute(
             f"SELECT {SELECTED} FROM entries{clause} ORDER BY created_us, id", values
         )
