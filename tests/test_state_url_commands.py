@@ -139,6 +139,9 @@ def test_an_unknown_agent_id_is_refused_and_nothing_is_written(
     assert imported.code == 4
     assert f"no being state exists for being {ghost} in postgresql://" in imported.err
     assert "create the being before importing" in imported.err
+    exported = cli("export", *at, "--to", str(tmp_path / "copy"))
+    assert exported.code == 4 and f"no being {ghost} in postgresql://" in exported.err
+    assert not (tmp_path / "copy").exists()
     assert store_rows(ghost) == {"beings": 0, "leases": 0, "activity": 0, "places": 0}
     assert sorted(path.name for path in local.iterdir()) == files
 

@@ -240,6 +240,11 @@ def load_keyring(
     return ring
 
 
+def read_key_file(path: str) -> bytes:
+    """The key file's bytes, as written (it must be this user's, 0600, a regular file)."""
+    return _read_private(path)
+
+
 def _read_private(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:

@@ -8,6 +8,7 @@ option into a place, with a `ConfigurationError` saying what is wrong; then
     open_store_at(place, agent_id)    the being's store, its single-writer hold taken
     peek_state_at(place, agent_id)    its current state, read without the hold
     peek_events_at(place, agent_id)   its activity journal, read without the hold
+    holds_being_at(place, agent_id)   whether there is a being, read without the hold
 
 Every command that reaches a being's state goes through these, so the directory and
 PostgreSQL backends stay interchangeable behind `StateStore`.
@@ -18,15 +19,16 @@ from __future__ import annotations
 import os
 
 from singularity.domain.state import AgentState
-from singularity.errors import FatalIoError
+from singularity.errors import FatalIoError, StateError
 from singularity.secrets import os_error_text
 from singularity.state_place import StorePlace
 from singularity.storage import fsio
 from singularity.storage.activity import read_events
+from singularity.storage.statedir import STATE_FILE
 from singularity.store.base import Event, StateStore
 from singularity.store.directory import DirectoryStore, peek_state
 
-__all__ = ["StorePlace", "open_store_at", "peek_events_at", "peek_state_at"]
+__all__ = ["StorePlace", "holds_being_at", "open_store_at", "peek_events_at", "peek_state_at"]
 
 
 def open_store_at(
@@ -57,6 +59,26 @@ def peek_state_at(place: StorePlace, agent_id: str) -> AgentState | None:
 
     found = peek_being(place.location, agent_id)
     return found.state if found is not None else None
+
+
+def holds_being_at(place: StorePlace, agent_id: str) -> bool:
+    """Whether a being lives at the place, without its hold and without changing anything:
+    a state directory holding a `state.json`, a PostgreSQL store holding a row of
+    `agent_id` (a store never migrated holds none)."""
+    if not place.is_postgres:
+        return os.path.isfile(os.path.join(place.location, STATE_FILE))
+    import psycopg
+
+    from singularity.store.postgres.census import holds_being
+    from singularity.store.postgres.store import connect
+
+    db = connect(place.location)
+    try:
+        return holds_being(db, agent_id)
+    except psycopg.Error as error:
+        raise StateError(f"cannot read the state store {place.shown()}: {error}") from None
+    finally:
+        db.close()
 
 
 def peek_events_at(place: StorePlace, agent_id: str) -> list[Event]:
