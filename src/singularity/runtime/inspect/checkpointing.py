@@ -10,7 +10,7 @@ an empty log: a program that reads only being-v1 files then sees the whole being
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from singularity.errors import StateError
@@ -28,13 +28,8 @@ class Checkpointed:
     status: str
 
     def to_json(self) -> dict[str, Any]:
-        """The report `singularity checkpoint` prints."""
-        return {
-            "state_dir": self.state_dir,
-            "replayed_steps": self.replayed_steps,
-            "cycle": self.cycle,
-            "status": self.status,
-        }
+        """The report `singularity checkpoint` prints: its fields, in order."""
+        return asdict(self)
 
 
 def checkpoint_state_dir(path: str) -> Checkpointed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from singularity.domain.mind import MAX_MEMORIES
@@ -63,18 +63,8 @@ class ImportReport:
     issues: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The report in its field order."""
-        return {
-            "accepted": self.accepted,
-            "source_kind": self.source_kind,
-            "source_id": self.source_id,
-            "imported": self.imported,
-            "attributed": self.attributed,
-            "unchanged": self.unchanged,
-            "conflicting": self.conflicting,
-            "rejected": self.rejected,
-            "issues": self.issues,
-        }
+        """The report: its fields, in order."""
+        return asdict(self)
 
 
 def read_import_file(path: str) -> bytes:
