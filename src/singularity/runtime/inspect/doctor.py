@@ -21,7 +21,7 @@ from singularity.errors import ConfigurationError, MostError, SingularityError
 from singularity.gateway.client import BramaClient
 from singularity.most.client import MostClient
 from singularity.runtime.being import check_state
-from singularity.runtime.loop.lifecycle import gateway_auth
+from singularity.runtime.loop.assembly import gateway_auth
 from singularity.runtime.loop.preflight import BOOT_STEPS
 from singularity.secrets import Secret
 from singularity.settings_check import Credentials

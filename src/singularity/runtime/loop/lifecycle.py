@@ -12,35 +12,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
 from singularity.domain import events
 from singularity.domain.operator import OperatorRequest
-from singularity.errors import BramaError, FatalIoError, RetryClass, SingularityError, StateError
-from singularity.gateway.auth import Auth
+from singularity.errors import BramaError, FatalIoError, RetryClass, SingularityError
 from singularity.gateway.client import BramaClient
-from singularity.journal.extension import journal_extension
 from singularity.most.client import MostClient
-from singularity.most.tools import most_tools
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing, open_being
-from singularity.runtime.family.children import (
-    Starter,
-    settle_unstarted_children,
-    spawn_child_tools,
-)
+from singularity.runtime.family.children import Starter, settle_unstarted_children
+from singularity.runtime.loop.assembly import assemble
 from singularity.runtime.loop.cycle import CycleLimits, CycleReport, Life, live_cycle
 from singularity.runtime.loop.extension import Extension
 from singularity.runtime.loop.operator import OperatorDesk
 from singularity.runtime.loop.preflight import preflight
-from singularity.runtime.loop.sanctum import SanctumExtension, sanctum_extension
+from singularity.runtime.loop.reservation import OpenReservations
+from singularity.runtime.loop.sanctum import SanctumExtension
 from singularity.runtime.loop.schedule import Lived, LoopSchedule, Once, PulseReport, schedule_for
 from singularity.runtime.loop.tool_call import answer_open_calls
 from singularity.runtime.loop.withholding import Withholding, withheld_import
-from singularity.runtime.mind_import.apply import refusal_message
+from singularity.runtime.mind_import.apply import merge_at_boot
 from singularity.runtime.mind_import.document import (
     ImportDocument,
     ImportReport,
@@ -48,99 +42,19 @@ from singularity.runtime.mind_import.document import (
     parse_import,
 )
 from singularity.runtime.mind_import.service import ImportService, socket_path
-from singularity.settings_check import Credentials, born_workspace
-from singularity.skills import Skills, start_skills
+from singularity.settings_check import born_workspace
+from singularity.skills import Skills
 from singularity.storage.activity import Event
 from singularity.storage.statedir import create_private_directory
 from singularity.timestamps import Clock, system_clock
-from singularity.tools.base import FunctionToolset, Toolset
-from singularity.tools.catalogue import Catalogue
+from singularity.tools.base import Toolset
 from singularity.tools.confinement import Workspace
-from singularity.tools.files import file_tools
-from singularity.tools.model_menu import ModelMenu
-from singularity.tools.model_tool import ModelLister, switch_model_tools
-from singularity.tools.output_boundary import OutputBoundary
-from singularity.tools.self_tools import memory_and_self_tools
 
 log = logging.getLogger(__name__)
 BACKOFF_CAP = 60
 """The longest wait between failing cycles, in cycle intervals (decision 25)."""
 BACKOFF_DOUBLINGS = 6  # 2**6 > BACKOFF_CAP: doubling further changes nothing
 IN_FLIGHT_CHARGED = "stopped during a model call: its outcome is unknown, its reservation is paid"
-LOGS_DIR = "logs"
-"""Skill servers' stderr, one file per server (decision 25)."""
-
-
-def journal_import(being: LiveBeing, report: ImportReport) -> None:
-    """Journal an accepted import (`mind_imported`)."""
-    being.journal(
-        events.MindImported(
-            being.now(),
-            report.source_kind,
-            report.source_id,
-            report.imported,
-            report.attributed,
-            report.unchanged,
-        )
-    )
-
-
-def gateway_auth(credentials: Credentials) -> Auth:
-    """The gateway authentication the credentials call for: HMAC, bearer, both or none
-    (decision 5)."""
-    return Auth(hmac_secret=credentials.brama_secret, bearer_token=credentials.brama_api_key)
-
-
-def builtin_toolsets(
-    being: LiveBeing,
-    settings: Settings,
-    gateway: BramaClient,
-    workspace: Workspace,
-    desk: OperatorDesk | None = None,
-    start_child: Starter | None = None,
-) -> list[Toolset]:
-    """The built-ins in catalogue order (spec §10.1)."""
-    state = being.state
-    review = desk.propose if desk is not None and settings.review_self_edits else None
-    return [
-        memory_and_self_tools(state, being.clock, review),
-        switch_model_tools(state, gateway.models),
-        spawn_child_tools(being, settings, start_child),
-        FunctionToolset(file_tools(workspace)),
-    ]
-
-
-def default_extensions(
-    being: LiveBeing, settings: Settings, list_models: ModelLister
-) -> list[Extension]:
-    """The built-in parts every being has unless a caller names its own: the sanctum, the
-    private journal, and last the models it may switch to (`list_models`: the gateway's)."""
-    journal = journal_extension(being, settings)
-    return [sanctum_extension(being, settings), journal, ModelMenu(list_models)]
-
-
-@dataclass
-class OpenReservations:
-    """The reservations journaled in this process whose outcome is not journaled yet.
-
-    It follows the journal as a listener: at most one model call is in flight at a time.
-    """
-
-    open: dict[str, events.CostReserved] = field(default_factory=dict)
-
-    def __call__(self, event: Event) -> None:
-        record = events.decode(event)
-        if isinstance(record, events.CostReserved):
-            self.open[record.operation_id] = record
-        elif isinstance(record, (events.CostDebited, events.CostReleased)):
-            self.open.pop(record.operation_id, None)
-
-    def pending(self) -> list[tuple[str, ledger.Charge]]:
-        """Each open reservation's operation and its reserved charge."""
-        return [
-            (operation, ledger.Charge(reserved.api, reserved.instance))
-            for operation, reserved in self.open.items()
-        ]
 
 
 @dataclass
@@ -165,7 +79,7 @@ class Runtime:
     """The runtime's secrets and the log filter that withholds them (decision 32)."""
     failures: int = 0
     """Cycles in a row that failed and were tolerated."""
-    reservations: OpenReservations = field(default_factory=lambda: OpenReservations())
+    reservations: OpenReservations = field(default_factory=OpenReservations)
     desk: OperatorDesk | None = None
 
     @classmethod
@@ -210,16 +124,7 @@ class Runtime:
             report = None
             if startup_import is not None:
                 document = withheld_import(startup_import, being.scrubber)
-                report = merge(being.state, document, being.now())
-                if not report.accepted:
-                    raise StateError(
-                        refusal_message(
-                            report.conflicting,
-                            report.rejected,
-                            prefix="startup import refused",
-                            state="created",
-                        )
-                    )
+                report = merge_at_boot(being.state, document, being.now())
             if being.created:
                 # The birth is durable before anything else of the being is: a kill from here
                 # on leaves a state `--resume` can open, a kill before it nothing but a journal
@@ -229,42 +134,18 @@ class Runtime:
                 being.save()
             workspace = Workspace(workspace_root)
             workspace.remove_stale_temps()
-            gateway = BramaClient(
-                settings.brama_url,
-                agent_id=settings.agent_id,
-                auth=gateway_auth(credentials),
-                timeout=settings.http_timeout_secs,
-                max_tokens=settings.max_tokens,
-                temperature=settings.temperature,
-                scrubber=withholding.scrubber,
-                tool_choice=settings.brama_tool_choice,
+            built = assemble(
+                being,
+                settings,
+                checked,
+                workspace,
+                withholding.scrubber,
+                desk,
+                extra_toolsets=extra_toolsets,
+                extensions=extensions,
+                start_child=start_child,
             )
-            skills = start_skills(
-                checked.endpoints,
-                timeout=settings.mcp_timeout_secs,
-                grace=settings.shutdown_grace_secs,
-                required_surfaces=settings.required_surface_list,
-                log_dir=os.path.join(settings.state_dir, LOGS_DIR),
-            )
-            skills.on_warning(
-                lambda text: being.journal(events.Warned(being.now(), being.state.cycle, text))
-            )
-            toolsets: list[Toolset] = list(skills.toolsets)
-            toolsets += list(extra_toolsets(being)) if extra_toolsets else []
-            most = None
-            if credentials.most_token is not None:
-                most = MostClient(
-                    settings.most_url, credentials.most_token, timeout=settings.http_timeout_secs
-                )
-                toolsets.append(most_tools(most))
-            toolsets += builtin_toolsets(being, settings, gateway, workspace, desk, start_child)
-            if extensions is None:
-                parts = default_extensions(being, settings, gateway.models)
-            else:
-                parts = list(extensions(being))
-            for part in parts:
-                toolsets += part.toolsets()
-            catalogue = Catalogue(toolsets, boundary=OutputBoundary.from_settings(settings))
+            skills = built.skills
         except BaseException:
             skills.close()
             being.close()
@@ -279,28 +160,28 @@ class Runtime:
         runtime_stop = asyncio.Event()
         life = Life(
             being,
-            catalogue,
-            gateway,
+            built.catalogue,
+            built.gateway,
             ledger.Prices.from_settings(settings),
             limits,
             stop_requested=runtime_stop.is_set,
-            extensions=parts,
+            extensions=built.parts,
             inbox=desk.opening,
         )
-        runtime = cls(settings, being, gateway, workspace, life, report, runtime_stop)
-        runtime.most = most
+        runtime = cls(settings, being, built.gateway, workspace, life, report, runtime_stop)
+        runtime.most = built.most
         being.listeners.append(runtime.reservations)
         runtime.skills = skills
         runtime.desk = desk
         desk.request_stop = runtime.request_stop
-        desk.sanctum = lambda: _sanctum_of(parts)
+        desk.sanctum = lambda: _sanctum_of(built.parts)
         state = being.state
         runtime.withholding = withholding
         state.status = "running"
         try:
             being.journal(events.Started(being.now()))
             if report is not None:
-                journal_import(being, report)
+                being.journal(report.event(being.now()))
             being.save()
         except BaseException:
             skills.close()
@@ -377,7 +258,7 @@ class Runtime:
             being = self.being
             report = merge(being.state, document, being.now())
             if report.accepted:
-                journal_import(being, report)
+                being.journal(report.event(being.now()))
                 being.save()
             return report
 

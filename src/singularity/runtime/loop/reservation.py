@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from singularity.domain import events
 from singularity.domain.budget import Budget
 from singularity.runtime import ledger
 
@@ -85,3 +86,27 @@ def plan(
     deadline = ledger.affordable_deadline(prices, budget, token_worst, timeout_secs)
     charge = ledger.worst_case(prices, tokens, max_tokens, deadline)
     return Reservation(charge, deadline, min(MIN_DEADLINE_SECS, timeout_secs), texts)
+
+
+@dataclass
+class OpenReservations:
+    """The reservations journaled in this process whose outcome is not journaled yet.
+
+    It follows the journal as a listener: at most one model call is in flight at a time.
+    """
+
+    open: dict[str, events.CostReserved] = field(default_factory=dict)
+
+    def __call__(self, event: events.Event) -> None:
+        record = events.decode(event)
+        if isinstance(record, events.CostReserved):
+            self.open[record.operation_id] = record
+        elif isinstance(record, (events.CostDebited, events.CostReleased)):
+            self.open.pop(record.operation_id, None)
+
+    def pending(self) -> list[tuple[str, ledger.Charge]]:
+        """Each open reservation's operation and its reserved charge."""
+        return [
+            (operation, ledger.Charge(reserved.api, reserved.instance))
+            for operation, reserved in self.open.items()
+        ]

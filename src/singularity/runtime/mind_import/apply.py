@@ -9,6 +9,7 @@ import stat
 from typing import Any
 
 from singularity.domain import events
+from singularity.domain.state import AgentState
 from singularity.errors import StateError, StateLockedError
 from singularity.runtime.family.tree import is_alive
 from singularity.runtime.mind_import.document import (
@@ -108,16 +109,20 @@ def _merged(
     now = now_text(clock)
     report = merge(state, document, now)
     if report.accepted:
-        imported = events.MindImported(
-            now,
-            report.source_kind,
-            report.source_id,
-            report.imported,
-            report.attributed,
-            report.unchanged,
-        )
-        store.commit(state, [events.encode(imported)])
+        store.commit(state, [events.encode(report.event(now))])
         store.checkpoint(state)
+    return report
+
+
+def merge_at_boot(state: AgentState, document: ImportDocument, now: str) -> ImportReport:
+    """Merge the document a being is created with (`--import`); a refusal is a `StateError`,
+    and the being is not created."""
+    report = merge(state, document, now)
+    if not report.accepted:
+        refusal = refusal_message(
+            report.conflicting, report.rejected, prefix="startup import refused", state="created"
+        )
+        raise StateError(refusal)
     return report
 
 

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from singularity.domain import events
 from singularity.domain.mind import MAX_MEMORIES
 from singularity.domain.records import MemoryEntry, Source
 from singularity.domain.state import AgentState
@@ -65,6 +66,12 @@ class ImportReport:
     def to_json(self) -> dict[str, Any]:
         """The report: its fields, in order."""
         return asdict(self)
+
+    def event(self, at: str) -> events.MindImported:
+        """The `mind_imported` event of an accepted import."""
+        return events.MindImported(
+            at, self.source_kind, self.source_id, self.imported, self.attributed, self.unchanged
+        )
 
 
 def read_import_file(path: str) -> bytes:
