@@ -100,4 +100,8 @@ def test_nothing_to_checkpoint(tmp_path: Path, cli: Callable[..., Result]) -> No
         "checkpoint", "--state-dir", str(tmp_path / "x"), SINGULARITY_STATE_URL=store_url()
     )
     assert in_postgres.code == 2
-    assert "`singularity checkpoint` does not work on a being in a PostgreSQL" in in_postgres.err
+    assert "a being in a PostgreSQL state store (postgresql://" in in_postgres.err
+    assert "has no state.json and no state.redo to checkpoint" in in_postgres.err
+    by_flag = cli("checkpoint", "--state-url", store_url(), "--agent-id", "anyone")
+    assert by_flag.code == 2 and "each committed step updates its rows" in by_flag.err
+    assert not (tmp_path / "x").exists()

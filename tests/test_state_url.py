@@ -241,10 +241,10 @@ def test_a_directory_state_url_is_the_state_directory(
 
 def test_commands_not_on_postgres_yet_refuse_it(tmp_path: Path, cli: Callable[..., Result]) -> None:
     url = store_url()
-    for command in (["children"],):
+    for command in (["reasonlog", "tail"],):
         refused = cli(*command, "--state-dir", str(tmp_path), SINGULARITY_STATE_URL=url)
         assert refused.code == 2, command
-        assert f"`singularity {command[0]}` does not work on a being in a PostgreSQL" in (
+        assert f"`singularity {' '.join(command)}` does not work on a being in a PostgreSQL" in (
             refused.err
         )
 

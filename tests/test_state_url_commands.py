@@ -1,12 +1,13 @@
-"""`journal` and `import` on a being in a PostgreSQL state store (`--state-url`, `--agent-id`).
+"""`journal`, `import` and `children` on a being in a PostgreSQL store (`--state-url`).
 
 A being lives a cycle in the session's real PostgreSQL server on the scripted gateway and
 writes a private journal entry (kept where the runtime keeps it: its local state
 directory's SQLite file, or the PostgreSQL journal on the same server). The journal
 commands read and maintain it, taking the being's lease where they write; `import`
 merges a mind into the stopped being under its lease and reaches a living one through
-its import socket. An unknown agent id is refused with a clear error and nothing is
-written to the store.
+its import socket. `children` reads the family tree of a being in the store: children in
+their own state directories, and a fleet's children that are beings of the store. An
+unknown agent id is refused with a clear error and nothing is written to the store.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from singularity.domain.records import ChildRecord
 from singularity.store.opening import StorePlace, open_store_at, peek_events_at, peek_state_at
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import Result, cli_args
 from tests.support.polling import wait_for
-from tests.support.stores import store_url
+from tests.support.stores import a_being, store_url
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 WRITE = "singularity_journal_write"
@@ -231,3 +233,61 @@ def test_a_journal_command_needs_the_local_state_directory(
     )
     found = cli("journal", "stats", *at[:-1], str(moved))
     assert found.code == 0 and json.loads(found.out)["entries"] == 1
+
+
+def test_the_children_of_a_being_in_postgres(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    place, parent, local = StorePlace.parse(store_url()), new_agent(), tmp_path / "being"
+    in_dir, in_store_id, unborn = (str(uuid.uuid4()) for _ in range(3))
+    child_dir = local / "children" / in_dir
+    child_dir.parent.mkdir(parents=True)
+    at = "2026-01-01T00:00:00Z"
+    own = open_store_at(StorePlace.directory(str(child_dir)), in_dir)  # a child of `once`
+    try:
+        assert own.load() is None
+        own.commit(a_being(in_dir), [])
+    finally:
+        own.close()
+    fleet_child = open_store_at(place, in_store_id)  # a fleet's child: a being of the store
+    try:
+        assert fleet_child.load() is None
+        fleet_child.commit(a_being(in_store_id), [])
+    finally:
+        fleet_child.close()
+    state = a_being(parent)
+    for child_id, name in ((in_dir, "Dir"), (in_store_id, "Pg"), (unborn, "Unborn")):
+        place_of_child = str(local / "children" / child_id)
+        state.mind.children.append(
+            ChildRecord(
+                id=child_id, name=name, ticker=name.upper()[:3], state_dir=place_of_child,
+                created_at=at, status="funded",
+            )
+        )  # fmt: skip
+    store = open_store_at(place, parent)
+    try:
+        assert store.load() is None
+        store.commit(state, [])
+    finally:
+        store.close()
+
+    flags = ["--state-url", store_url(), "--agent-id", parent, "--state-dir", str(local)]
+    holder = open_store_at(place, in_store_id)  # the fleet's child is living
+    try:
+        shown = cli("children", "--json", *flags)
+    finally:
+        holder.close()
+    assert shown.code == 0, shown.err
+    tree = {entry["name"]: entry for entry in json.loads(shown.out)}
+    assert tree["Dir"]["balance_usd"] == "10" and not tree["Dir"]["alive"]
+    assert tree["Dir"]["state_dir"] == str(child_dir) and "place" not in tree["Dir"]
+    assert tree["Pg"]["alive"] and tree["Pg"]["place"] == place.label(in_store_id)
+    assert tree["Pg"]["cycle"] == 0 and tree["Pg"]["children"] == []
+    assert tree["Unborn"]["status"] == "not started"
+    text = cli("children", *flags)
+    assert text.code == 0 and f"being {parent} in postgresql://" in text.out
+    assert "Dir (DIR)" in text.out and "Unborn (UNB) not started" in text.out
+
+    ghost = new_agent()
+    missing = cli("children", "--state-url", store_url(), "--agent-id", ghost)
+    assert missing.code == 4
+    assert f"no being state exists for being {ghost} in postgresql://" in missing.err
+    assert store_rows(ghost) == {"beings": 0, "leases": 0, "activity": 0, "places": 0}

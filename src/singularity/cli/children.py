@@ -9,22 +9,28 @@ import click
 from rich.markup import escape
 from rich.tree import Tree
 
-from singularity.cli.options import settings_from, state_options
+from singularity.cli.options import settings_from, store_options
 from singularity.cli.output import console, print_json
-from singularity.runtime.family.tree import family_tree
+from singularity.runtime.being import place_of
+from singularity.runtime.family.tree import family_tree_at
 
 
 @click.command()
-@state_options
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print the tree as JSON.")
 def children(as_json: bool, **params: Any) -> None:
-    """Show a being's children and theirs: status, balance, cycle, whether alive."""
-    settings = settings_from(params)
-    tree = family_tree(settings.state_dir)
+    """Show a being's children and theirs: status, balance, cycle, whether alive.
+
+    The being is in --state-dir, or with --state-url postgresql://… the one --agent-id
+    names there (its children's directories are under its local --state-dir).
+    """
+    settings = settings_from(params, on_postgres=True)
+    place = place_of(settings)
+    tree = family_tree_at(place, settings.agent_id, settings.state_dir)
     if as_json:
         print_json(tree)
         return
-    root = Tree(_shown(settings.state_dir))
+    root = Tree(_shown(place.label(settings.agent_id) if place.is_postgres else settings.state_dir))
     _add(root, tree)
     console().print(root)
 

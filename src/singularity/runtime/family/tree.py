@@ -6,8 +6,10 @@ import fcntl
 import os
 from typing import Any
 
-from singularity.errors import SingularityError
+from singularity.domain.state import AgentState
+from singularity.errors import SingularityError, StateError
 from singularity.money import render_money
+from singularity.state_place import StorePlace
 from singularity.storage.statedir import LOCK_FILE
 from singularity.store.directory import peek_state
 
@@ -62,7 +64,33 @@ def is_alive(state_dir: str) -> bool:
 def family_tree(state_dir: str, depth: int = 0) -> list[dict[str, Any]]:
     """Each child of the being at `state_dir`, with its own children, as JSON-ready data."""
     state = peek_state(state_dir)
-    if state is None or depth >= MAX_DEPTH:
+    if state is None:
+        return []
+    return _children(state, state_dir, depth, None)
+
+
+def family_tree_at(place: StorePlace, agent_id: str, state_dir: str) -> list[dict[str, Any]]:
+    """The family tree of the being at `place`; for a being in PostgreSQL, `state_dir` is
+    its local state directory, where its children's own directories are.
+
+    A child lives in its state directory under its parent's; in a fleet's PostgreSQL store
+    a child is a being of the store itself, by its child id, its local files there. A store
+    that holds no being `agent_id` is a `StateError`; nothing is written or held.
+    """
+    if not place.is_postgres:
+        return family_tree(place.location)
+    from singularity.store.opening import peek_state_at
+
+    state = peek_state_at(place, agent_id)
+    if state is None:
+        raise StateError(f"no being state exists for {place.label(agent_id)}")
+    return _children(state, state_dir, 0, place)
+
+
+def _children(
+    state: AgentState, state_dir: str, depth: int, place: StorePlace | None
+) -> list[dict[str, Any]]:
+    if depth >= MAX_DEPTH:
         return []
     tree = []
     for record in state.mind.children:
@@ -81,6 +109,8 @@ def family_tree(state_dir: str, depth: int = 0) -> list[dict[str, Any]]:
         }
         try:
             child = peek_state(child_dir)
+            if child is None and place is not None:
+                child = _in_store(place, record.id, entry)
         except SingularityError as error:
             entry.update(status="unreadable", error=str(error), children=[])
             tree.append(entry)
@@ -94,7 +124,20 @@ def family_tree(state_dir: str, depth: int = 0) -> list[dict[str, Any]]:
                 cycle=child.cycle,
                 balance_usd=render_money(child.budget.remaining),
                 starting_usd=render_money(child.budget.starting),
-                children=family_tree(child_dir, depth + 1),
+                children=_children(child, child_dir, depth + 1, place),
             )
         tree.append(entry)
     return tree
+
+
+def _in_store(place: StorePlace, child_id: str, entry: dict[str, Any]) -> AgentState | None:
+    """A child that is a being of the PostgreSQL store (a fleet's), by its child id; its
+    entry names the store, and it is alive while a runtime holds its lease."""
+    from singularity.store.opening import peek_state_at
+    from singularity.store.postgres.census import lease_held
+
+    child = peek_state_at(place, child_id)
+    if child is not None:
+        entry["place"] = place.label(child_id)
+        entry["alive"] = entry["alive"] or lease_held(place.location, child_id)
+    return child

@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from singularity.domain.records import ChatMessage
+from singularity.errors import StateError
+from singularity.state_place import shown_url
 from singularity.store.base import Event
 from singularity.store.postgres.rows import load_json
 from singularity.store.postgres.store import Connection
@@ -86,3 +90,21 @@ def messages_from(db: Connection, agent_id: str, start: int) -> list[ChatMessage
         (agent_id, start),
     ).fetchall()
     return [load_json(text) for (text,) in found]
+
+
+def lease_held(url: str, agent_id: str) -> bool:
+    """Whether a runtime holds the being's lease now (read without taking it)."""
+    from singularity.store.postgres.store import connect
+
+    db = connect(url)
+    try:
+        if not holds_beings(db):
+            return False
+        found = db.execute(
+            "SELECT expires_at > now() FROM singularity.leases WHERE agent_id = %s", (agent_id,)
+        ).fetchone()
+    except psycopg.Error as error:
+        raise StateError(f"cannot read the state store {shown_url(url)}: {error}") from None
+    finally:
+        db.close()
+    return bool(found[0]) if found is not None else False
