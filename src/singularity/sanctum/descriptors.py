@@ -8,11 +8,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 TEMP_PREFIX = ".singularity-"
 MAX_READ_BYTES = 256 * 1024
 HEAD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class FolderTree(Protocol):
+    """What the walks over a sanctum folder need of it (`SanctumStore`): a confined
+    descriptor of a folder, and a depth-first visit of a folder and the subfolders it names."""
+
+    def open_dir(self, parts: Sequence[str]) -> int: ...
+
+    def walk(self, parts: Sequence[str], visit: Callable[[str, int], Sequence[str]]) -> None: ...
 
 
 def read_heads(dir_fd: int, names: Sequence[str], size: int) -> dict[str, str]:

@@ -16,13 +16,9 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from singularity.sanctum.descriptors import read_heads, scan_fd
+from singularity.sanctum.descriptors import FolderTree, read_heads, scan_fd
 from singularity.sanctum.names import TENDED, name_date
-
-if TYPE_CHECKING:
-    from singularity.sanctum.store import SanctumStore
 
 NEWEST = 8
 RAW_SCAN_CHARS = 2000
@@ -127,7 +123,7 @@ class MapCache:
         return found
 
 
-def scan_tree(store: SanctumStore, top: str, cache: MapCache | None) -> list[FolderScan]:
+def scan_tree(store: FolderTree, top: str, cache: MapCache | None) -> list[FolderScan]:
     """Summaries of `top` (`memory` or `raw`) and every folder below it, depth first, in
     a sanctum folder (`SanctumStore.scan_tree`)."""
     found: list[FolderScan] = []

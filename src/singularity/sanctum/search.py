@@ -12,14 +12,10 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from singularity.sanctum.descriptors import HEAD_FLAGS, MAX_READ_BYTES, TEMP_PREFIX
+from singularity.sanctum.descriptors import HEAD_FLAGS, MAX_READ_BYTES, TEMP_PREFIX, FolderTree
 from singularity.sanctum.names import MEMORY, TENDED, name_date
-
-if TYPE_CHECKING:
-    from singularity.sanctum.seam import Sanctum
-    from singularity.sanctum.store import SanctumStore
 
 MAX_OPEN_FOLDERS = 64
 
@@ -50,7 +46,7 @@ def newest_first(items: Sequence[Found]) -> list[Found]:
     return dated + sorted((item for item in items if item.date is None), key=lambda i: i.path)
 
 
-def files_under(store: SanctumStore, parts: Sequence[str]) -> list[Found]:
+def files_under(store: FolderTree, parts: Sequence[str]) -> list[Found]:
     """Every regular file in the folder and below it (our temp files and `.tended` aside),
     in a sanctum folder (`SanctumStore.files_under`)."""
     found: list[Found] = []
@@ -74,8 +70,16 @@ def _hidden(folder: str, name: str) -> bool:
     return name.startswith(TEMP_PREFIX) or (folder == f"{MEMORY}/" and name == TENDED)
 
 
+class Searched(Protocol):
+    """What `grep` reads of a sanctum, whatever its backend (`seam.Sanctum`)."""
+
+    def files_under(self, parts: Sequence[str]) -> list[Found]: ...
+
+    def contents(self, ordered: Sequence[Found]) -> Iterator[tuple[Found, bytes]]: ...
+
+
 def grep(
-    store: Sanctum, parts: Sequence[str], query: str, limit: int, width: int
+    store: Searched, parts: Sequence[str], query: str, limit: int, width: int
 ) -> tuple[list[str], bool]:
     """Up to `limit` hits `path:line: text` (text cut to `width`), and whether there were more."""
     needle = query.casefold()
@@ -98,7 +102,7 @@ def grep(
     return hits, False
 
 
-def contents(store: SanctumStore, ordered: Sequence[Found]) -> Iterator[tuple[Found, bytes]]:
+def contents(store: FolderTree, ordered: Sequence[Found]) -> Iterator[tuple[Found, bytes]]:
     """Each file's bytes (at most 256 KiB), opened beneath its folder's descriptor, in a
     sanctum folder (`SanctumStore.contents`)."""
     folders: dict[str, int] = {}
