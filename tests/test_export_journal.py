@@ -5,7 +5,8 @@ is exported to the session's PostgreSQL server, its journal into a new local sta
 directory (`--to-state-dir`), and back to a new state directory: `state.json`,
 `activity.jsonl`, the sanctum and the journal's keyring are the same bytes, and the
 journal holds the same entries under the same keys. The being lives in PostgreSQL with
-that local directory and recalls what it wrote before the move. A being with a journal
+that local directory and recalls what it wrote before the move; a journal on the
+PostgreSQL journal backend comes out as the copy's own durable SQLite file. A being with a journal
 and no local directory for it, a store holding the being, and `--to-state-dir` with a
 directory target are refused, and nothing is written.
 """
@@ -20,15 +21,22 @@ from typing import Any
 
 import pytest
 
+from singularity.config import resolve
+from singularity.domain.state import AgentState
+from singularity.journal.embedders import HashingEmbedder
+from singularity.journal.extension import fingerprint_of, journal_config
 from singularity.journal.opening import open_journal
+from singularity.journal.portable import PortableJournal, read_journal
 from singularity.journal.service import Journal
 from singularity.store.opening import StorePlace, holds_being_at
+from singularity.store.transfer import copy_being
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.files import tree
-from tests.support.journal import config_of
+from tests.support.journal import config_of, new_being
 from tests.support.sanctum import being_args
 from tests.support.stores import store_url
+from tests.support.syncs import SyncLog
 
 WRITE, RECALL = "singularity_journal_write", "singularity_journal_recall"
 THOUGHTS = ("the orchard gate sticks in the rain", "the heron came back at dawn")
@@ -178,3 +186,35 @@ def test_a_refused_copy_writes_nothing(journaled: tuple[Path, str], tmp_path: Pa
     assert "--to-state-dir names the local state directory" in to_dir.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["lived", "local"]
     assert in_store(agent)
+
+
+def test_a_journal_in_postgresql_comes_out_as_the_copy_s_own_file(
+    tmp_path: Path, sync_log: SyncLog
+) -> None:
+    """The source's journal lives on the PostgreSQL journal backend (`--journal-url`); the
+    directory copy holds the same entries in its own SQLite file, and every file of the
+    copy is durable when the export returns."""
+    source, back = tmp_path / "being", tmp_path / "back"
+    new_being(source)
+    url = store_url()
+    journal = open_journal(config_of(source, url=url), embedder=HashingEmbedder())
+    assert journal is not None
+    try:
+        for thought in THOUGHTS:
+            journal.write(thought, "calm", None)
+        original = entries(journal)
+    finally:
+        journal.close()
+    settings = resolve({"state_dir": str(source), "journal_url": url}, environ={})
+
+    def read(state: AgentState) -> PortableJournal | None:
+        return read_journal(journal_config(settings, fingerprint_of(state)))
+
+    copied = copy_being(
+        StorePlace.directory(str(source)), StorePlace.directory(str(back)), None, journal_of=read
+    )
+    assert copied.journal is not None and copied.journal.source.startswith("postgresql://")
+    assert sync_log.problems(back) == []
+    assert (back / "journal.key").read_bytes() == (source / "journal.key").read_bytes()
+    assert journal_entries(back) == original
+    assert not (source / "journal.sqlite3").exists()  # the source is left as it was

@@ -24,7 +24,7 @@ from singularity.storage import fsio
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
-from singularity.store.opening import StorePlace, open_store_at, peek_state_at
+from singularity.store.opening import StorePlace, holds_being_at, open_store_at
 from singularity.timestamps import Clock, now_text, system_clock
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _import_in_store(
     data = read_import_file(file)
     document = parse_import(data)
     missing = f"no being state exists for {place.label(agent_id)}"
-    if peek_state_at(place, agent_id) is None:  # refused before the store is touched
+    if not holds_being_at(place, agent_id):  # refused before the store is touched
         raise StateError(f"{missing}; create the being before importing")
     try:
         store = open_store_at(place, agent_id, create=False)
