@@ -17,6 +17,7 @@ from singularity.domain.records import ChatMessage
 from singularity.errors import StateError
 from singularity.state_place import shown_url
 from singularity.store.base import Event
+from singularity.store.postgres import lease as leases
 from singularity.store.postgres.rows import load_json
 from singularity.store.postgres.store import Connection
 
@@ -98,13 +99,8 @@ def lease_held(url: str, agent_id: str) -> bool:
 
     db = connect(url)
     try:
-        if not holds_beings(db):
-            return False
-        found = db.execute(
-            "SELECT expires_at > now() FROM singularity.leases WHERE agent_id = %s", (agent_id,)
-        ).fetchone()
+        return holds_beings(db) and leases.held(db, agent_id)
     except psycopg.Error as error:
         raise StateError(f"cannot read the state store {shown_url(url)}: {error}") from None
     finally:
         db.close()
-    return bool(found[0]) if found is not None else False

@@ -121,3 +121,11 @@ def release(db: psycopg.Connection[Any], lease: Lease) -> None:
     """End the lease now, so that another runtime can take the being at once."""
     with contextlib.suppress(psycopg.Error):
         db.execute(RELEASE, (lease.agent_id, lease.owner, lease.epoch))
+
+
+def held(db: psycopg.Connection[Any], agent_id: str) -> bool:
+    """Whether a runtime holds the being's lease now (read, never taken)."""
+    found = db.execute(
+        "SELECT expires_at > now() FROM singularity.leases WHERE agent_id = %s", (agent_id,)
+    ).fetchone()
+    return bool(found and found[0])

@@ -16,6 +16,8 @@ from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.state_place import shown_url
 from singularity.store.base import Event, state_of
+from singularity.store.postgres import lease as leases
+from singularity.store.postgres.census import holds_beings
 from singularity.store.postgres.store import connect, read_snapshot
 
 
@@ -37,7 +39,7 @@ def peek_being(url: str, agent_id: str) -> Peek | None:
     label = f"being {agent_id} in {shown_url(url)}"
     db = connect(url)
     try:
-        if db.execute("SELECT to_regclass('singularity.beings')").fetchone() in (None, (None,)):
+        if not holds_beings(db):
             return None
         found = read_snapshot(db, agent_id)
         if found is None:
@@ -46,9 +48,7 @@ def peek_being(url: str, agent_id: str) -> Peek | None:
             "SELECT count(*) FROM singularity.messages WHERE agent_id = %s AND seq < %s",
             (agent_id, found.document["mind"]["conversation_archived"]),
         ).fetchone()
-        held = db.execute(
-            "SELECT expires_at > now() FROM singularity.leases WHERE agent_id = %s", (agent_id,)
-        ).fetchone()
+        alive = leases.held(db, agent_id)
     except psycopg.Error as error:
         raise StateError(f"cannot read {label}: {error}") from None
     finally:
@@ -58,5 +58,5 @@ def peek_being(url: str, agent_id: str) -> Peek | None:
         state=state_of(found.document, label),
         events=found.events,
         archived_rows=int(archived[0]) if archived else 0,
-        alive=bool(held and held[0]),
+        alive=alive,
     )
