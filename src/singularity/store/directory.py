@@ -166,7 +166,8 @@ class DirectoryStore:
         self.checkpoint_bytes = checkpoint_bytes
         self.checkpoint_records = checkpoint_records
         self.tracker = Tracker()
-        self._events: list[Event] = []
+        self.events_at_open: list[Event] = []
+        """The activity journal as `load` found it, and what this store appended since."""
         self._log: redo.RedoLog | None = None
         self._activity_fd: int | None = None
         self._archive_fd: int | None = None
@@ -182,10 +183,6 @@ class DirectoryStore:
     @property
     def label(self) -> str:
         return f"state directory {self.statedir.path}"
-
-    @property
-    def events_at_open(self) -> list[Event]:
-        return self._events
 
     # Recovery.
 
@@ -238,7 +235,7 @@ class DirectoryStore:
                     "cut a torn last line of %d bytes from activity.jsonl", scanned.torn_bytes
                 )
                 self._truncate(self._activity_fd, scanned.good_length, "activity")
-            self._events = scanned.events
+            self.events_at_open = scanned.events
             self._activity_size = scanned.good_length
             return 0
         start = records[0].activity_at
@@ -253,7 +250,7 @@ class DirectoryStore:
             self._append_synced(self._activity_fd, expected, "activity")
             written = len(expected)
             data = data[:start] + expected
-        self._events = activity_file.scan(data).events
+        self.events_at_open = activity_file.scan(data).events
         self._activity_size = len(data)
         return written
 
@@ -296,7 +293,7 @@ class DirectoryStore:
         except BaseException:
             self.broken = True
             raise
-        self._events.extend(events)
+        self.events_at_open.extend(events)
 
     def _first_commit(self, state: AgentState, lines: bytes) -> None:
         """A new being: its first events and its first checkpoint."""

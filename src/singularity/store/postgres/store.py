@@ -151,7 +151,8 @@ class PostgresStore:
         self.renewer = leases.Renewer(url, lease)
         self.broken = False
         self._exists = False
-        self._events: list[Event] = []
+        self.events_at_open: list[Event] = []
+        """The activity journal as `load` found it, and what this store appended since."""
         self._activity_seq = 0
         self._first: dict[str, int] = {}
         self._count: dict[str, int] = {}
@@ -178,10 +179,6 @@ class PostgresStore:
     def label(self) -> str:
         return f"being {self.agent_id} in {shown_url(self.url)}"
 
-    @property
-    def events_at_open(self) -> list[Event]:
-        return self._events
-
     # Loading.
 
     def load(self) -> AgentState | None:
@@ -200,7 +197,7 @@ class PostgresStore:
         found = read_snapshot(self.db, self.agent_id)
         if found is None:
             return None
-        self._events = found.events
+        self.events_at_open = found.events
         self._activity_seq = found.activity_seq
         self._first = found.first
         self._count = found.count
@@ -276,7 +273,7 @@ class PostgresStore:
             raise FatalIoError(f"cannot commit a step of {self.label}: {error}") from None
         self._exists = True
         self._extra = extra
-        self._events.extend(events)
+        self.events_at_open.extend(events)
         self._activity_seq += len(events)
         self._after(state, changes)
 
