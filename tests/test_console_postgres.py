@@ -180,7 +180,7 @@ def test_a_beings_page_shows_what_the_store_holds(
     assert child.status_code == 200 and "poems are maps" in child.text
     assert "The store holds no sanctum of this being" in child.text
     assert '<a href="/b/ada/sanctum?path=notes/coast.md">notes/coast.md</a>' in text
-    assert "As the store holds it (written by an export)" in text
+    assert "As the store holds it: read only here" in text
     assert missing.status_code == 404
 
 

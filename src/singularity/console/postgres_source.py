@@ -11,8 +11,8 @@ through a being's state directory (its inbox and local socket), which its runtim
 records in the store (`singularity.store.postgres.places`): on this host they are handed
 over there, as `say` does; otherwise (no record, another host, a missing directory)
 they are refused with `OutOfReach`, and the inbox is not shown. The sanctum is read
-from that directory too; out of reach, the one the store's rows hold (what an export
-wrote) is shown, read only.
+from the store's rows (the latest version of each file); out of reach it is shown read
+only.
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from singularity.console.source import (
     OutOfReach,
     SanctumFile,
     UnknownBeing,
-    sanctum_files_in,
-    sanctum_text_in,
     waiting_in,
 )
 from singularity.domain.operator import OperatorRequest
@@ -221,8 +219,7 @@ class PostgresSource:
         return tree
 
     def _sanctum(self, key: str) -> list[SanctumEntry]:
-        """The sanctum's rows as they stand (what an export wrote): shown, read only, for a
-        being whose state directory is out of reach."""
+        """The sanctum's rows as they stand: the latest version of each file."""
         self._resident(key)
         try:
             return latest(self._connection(), key) or []
@@ -230,9 +227,6 @@ class PostgresSource:
             raise self._failed(error) from None
 
     def sanctum_files(self, key: str) -> list[SanctumFile]:
-        state_dir, reason = self._local_dir(key)
-        if state_dir is not None and reason is None:
-            return sanctum_files_in(state_dir)
         return [
             SanctumFile(entry.path, len(entry.content))
             for entry in self._sanctum(key)
@@ -240,9 +234,6 @@ class PostgresSource:
         ]
 
     def sanctum_text(self, key: str, path: str) -> str | None:
-        state_dir, reason = self._local_dir(key)
-        if state_dir is not None and reason is None:
-            return sanctum_text_in(state_dir, path)
         for entry in self._sanctum(key):
             if entry.path == path and entry.content is not None:
                 if len(entry.content) > MAX_READ_BYTES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 from singularity.config import Settings
 from singularity.domain import events
@@ -19,6 +20,7 @@ from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.names import PULSE_FILE
 from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from
 from singularity.sanctum.store import SanctumStore
+from singularity.store.directory import DirectoryStore
 from singularity.store.opening import peek_events_at
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
 
@@ -28,8 +30,18 @@ class SanctumExtension(SanctumCore, Extension):
 
 
 def sanctum_extension(being: LiveBeing, settings: Settings) -> SanctumExtension:
-    """The sanctum of a being booted with these settings."""
-    return SanctumExtension(being, SanctumConfig.from_settings(settings), being.events_at_open)
+    """The sanctum of a being booted with these settings: its folder for a being in a state
+    directory, versioned rows for a being in PostgreSQL."""
+    config = SanctumConfig.from_settings(settings)
+    opener = None
+    if not isinstance(being.store, DirectoryStore):
+        from singularity.store.postgres.sanctum_rows import held_sanctum
+        from singularity.store.postgres.store import PostgresStore
+
+        store = being.store
+        if isinstance(store, PostgresStore):
+            opener = partial(held_sanctum, store, config.root)
+    return SanctumExtension(being, config, being.events_at_open, opener)
 
 
 def find_sanctum(extensions: Sequence[Extension]) -> SanctumExtension:

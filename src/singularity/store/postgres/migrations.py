@@ -157,6 +157,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             'where the runtime that last took a being keeps its state directory';
         """,
     ),
+    (
+        "0004_sanctum_epoch",
+        """
+        ALTER TABLE singularity.sanctum_files ADD COLUMN epoch bigint;
+        COMMENT ON COLUMN singularity.sanctum_files.epoch IS
+            'the lease epoch of the runtime that wrote this version (NULL: copied in whole)';
+        """,
+    ),
 )
 LEASE_LOST = "SG001"
 
