@@ -10,6 +10,7 @@ cannot write.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -284,3 +285,32 @@ def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(
     assert exported.code == 0, exported.err
     assert (out / "memory" / "topics" / "pricing.md").read_bytes() == b"# Pricing\n\n2\n"
     assert (out / "PERSONA.md").read_text().startswith("# Persona")
+
+    shown = cli("sanctum", "show", "memory/topics/pricing.md", *store)
+    assert shown.code == 0 and shown.out == "# Pricing\n\n2\n", shown.err
+    listed = cli("sanctum", "ls", "memory/topics", *store)
+    assert listed.code == 0 and listed.out.splitlines() == ["pricing.md (13 bytes)"], listed.err
+    found = cli("sanctum", "grep", "pricing", *store)
+    assert found.code == 0 and "memory/topics/pricing.md:1: # Pricing" in found.out, found.err
+    woken = cli("sanctum", "wake", *store)
+    assert woken.code == 0 and f"Sanctum: being {agent} in postgresql://" in woken.out
+    assert cli("sanctum", "map", *store).out.startswith("memory/")
+    due = cli("sanctum", "tend", *store)
+    assert due.code == 0 and due.out.splitlines()[-1] == "tending due", due.err
+    summary = json.loads(cli("show", "--json", *store).out)["sanctum"]
+    assert summary["born"] is True and summary["session_notes"] == 1
+
+    held = PostgresStore.open(store_url(), agent)  # as a running being would
+    try:
+        refused = cli("sanctum", "tend", "--stamp", *store)
+        assert refused.code == 4 and "another runtime owns" in refused.err
+    finally:
+        held.close()
+    stamped = cli("sanctum", "tend", "--stamp", *store)
+    assert stamped.code == 0, stamped.err
+    assert json.loads(stamped.out)["session_notes_since"] == 0
+    tended = [row for row in versions(agent) if row[0] == "memory/.tended"]
+    assert [(version, epoch) for _, version, _, epoch in tended] == [(1, held.lease.epoch + 1)]
+    assert cli("sanctum", "tend", *store).out.splitlines()[-1] == "nothing to tend"
+    nobody = cli("sanctum", "ls", "--state-url", store_url(), "--agent-id", "agent-nobody")
+    assert nobody.code == 4 and "no being agent-nobody in postgresql://" in nobody.err

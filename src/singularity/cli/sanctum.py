@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import math
 import os
 import shlex
 import signal
 import sys
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +38,7 @@ from singularity.sanctum.entries import export_folder, read_folder
 from singularity.sanctum.extension import SanctumConfig, today
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import SanctumRefusal
+from singularity.sanctum.seam import Sanctum
 from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.transfer import export_sanctum, memory_chunks
 from singularity.sanctum.wake import map_text, wake
@@ -49,6 +52,8 @@ PATH_OPTIONS = frozenset({"workspace", "state_dir"})
 # Where the sanctum is; the Pulse options matter only to `init` and `pulse`.
 SANCTUM_DIR_OPTIONS = (OPTIONS_BY_NAME["sanctum_dir"],)
 sanctum_options = with_options(STATE_OPTIONS + SANCTUM_DIR_OPTIONS)
+store_sanctum_options = with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + SANCTUM_DIR_OPTIONS)
+"""A sanctum wherever its being lives: a folder, or the rows of a being in PostgreSQL."""
 
 
 @click.group()
@@ -67,19 +72,63 @@ def _open(settings: Settings) -> SanctumStore:
     return SanctumStore(root)
 
 
-def _context(store: SanctumStore, root: str) -> tools.Context:
+@contextlib.contextmanager
+def _opened(
+    settings: Settings, *, write: bool = False, unborn: bool = False
+) -> Iterator[tuple[Sanctum, str]]:
+    """The being's sanctum and where it is: its folder, or (`--state-url postgresql://…`)
+    its rows, read without the lease, or with `write` under it (refused while the being
+    runs). A sanctum not made yet is refused, unless `unborn` (rows only)."""
+    place = StorePlace.chosen(settings.state_dir, settings.state_url)
+    if not place.is_postgres:
+        settings = dataclasses.replace(settings, state_dir=place.location)
+        store = _open(settings)
+        try:
+            yield store, _root(settings)
+        finally:
+            store.close()
+        return
+    from singularity.store.postgres.sanctum_rows import PostgresSanctum, held_sanctum
+    from singularity.store.postgres.store import PostgresStore
+
+    label = place.label(settings.agent_id)
+    unmade = f"the {label} has no sanctum yet (it makes one when it starts)"
+    if not write:
+        sanctum = PostgresSanctum.peek(place.location, settings.agent_id)
+        try:
+            if sanctum.is_empty and not unborn:
+                raise StateError(unmade)
+            yield sanctum, label
+        finally:
+            sanctum.close()
+        return
+    being = PostgresStore.open(place.location, settings.agent_id)
+    try:
+        if being.load() is None:
+            raise StateError(f"no {label}")
+        held = held_sanctum(being, _root(settings))
+        try:
+            if held.is_empty:
+                raise StateError(unmade)
+            yield held, label
+        finally:
+            held.close()
+    finally:
+        being.close()
+
+
+def _context(store: Sanctum, root: str) -> tools.Context:
     return tools.Context(
         store, lambda: today(system_clock), lambda bodies: wake(store, root, bodies=bodies)
     )
 
 
-def _run(settings: Settings, tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+def _run(
+    settings: Settings, tool: Any, arguments: dict[str, Any], *, write: bool = False
+) -> dict[str, Any]:
     """Run a sanctum tool for the operator; a refusal ends the command (exit 4)."""
-    store = _open(settings)
-    try:
-        done = tool(_context(store, _root(settings)), arguments)
-    finally:
-        store.close()
+    with _opened(settings, write=write) as (store, where):
+        done = tool(_context(store, where), arguments)
     content: dict[str, Any] = done.outcome.content
     if done.outcome.error_code is not None:
         raise StateError(f"sanctum: {content['message']} ({done.outcome.error_code})")
@@ -109,11 +158,17 @@ def init_command(**params: Any) -> None:
 
 
 @sanctum.command("wake")
-@sanctum_options
+@store_sanctum_options
 @click.option("--pulse", "as_pulse", is_flag=True, help="Wake as for a pulse (MODE: PULSE).")
 def wake_command(as_pulse: bool, **params: Any) -> None:
     """Print the wake text: identity files and the memory map, never a memory body."""
-    settings = settings_from(params)
+    settings = settings_from(params, on_postgres=True)
+    place = StorePlace.chosen(settings.state_dir, settings.state_url)
+    if place.is_postgres:
+        with _opened(settings, unborn=True) as (sanctum, where):
+            click.echo(wake(sanctum, where, pulse=as_pulse).text)
+        return
+    settings = dataclasses.replace(settings, state_dir=place.location)
     root = _root(settings)
     store = SanctumStore(root) if os.path.isdir(root) and not os.path.islink(root) else None
     try:
@@ -124,15 +179,11 @@ def wake_command(as_pulse: bool, **params: Any) -> None:
 
 
 @sanctum.command("map")
-@sanctum_options
+@store_sanctum_options
 def map_command(**params: Any) -> None:
     """Print the memory map: folder counts, newest dated files, raw, tending, First Breath."""
-    settings = settings_from(params)
-    store = _open(settings)
-    try:
-        woken = wake(store, _root(settings), bodies=False)
-    finally:
-        store.close()
+    with _opened(settings_from(params, on_postgres=True)) as (store, where):
+        woken = wake(store, where, bodies=False)
     if woken.memory is None:
         raise StateError(woken.text.splitlines()[1])
     click.echo(map_text(woken.memory, woken.unfinished))
@@ -191,10 +242,11 @@ def import_memories_command(**params: Any) -> None:
 
 @sanctum.command("ls")
 @click.argument("folder", required=False)
-@sanctum_options
+@store_sanctum_options
 def ls_command(folder: str | None, **params: Any) -> None:
     """List a sanctum folder (default: the root) with file counts and sizes."""
-    content = _run(settings_from(params), tools.list_tool, {"folder": folder})
+    settings = settings_from(params, on_postgres=True)
+    content = _run(settings, tools.list_tool, {"folder": folder})
     for entry in content["entries"]:
         if entry["type"] == "dir":
             click.echo(f"{entry['name']} ({entry['files']} files)")
@@ -209,10 +261,11 @@ def ls_command(folder: str | None, **params: Any) -> None:
 @sanctum.command("grep")
 @click.argument("text")
 @click.option("--folder", default=None, help="Folder to search [default: memory].")
-@sanctum_options
+@store_sanctum_options
 def grep_command(text: str, folder: str | None, **params: Any) -> None:
     """Find TEXT (case-insensitive) in sanctum files, newest dated files first."""
-    content = _run(settings_from(params), tools.grep_tool, {"query": text, "folder": folder})
+    settings = settings_from(params, on_postgres=True)
+    content = _run(settings, tools.grep_tool, {"query": text, "folder": folder})
     for hit in content["hits"]:
         click.echo(hit)
     if content["truncated"]:
@@ -221,33 +274,27 @@ def grep_command(text: str, folder: str | None, **params: Any) -> None:
 
 @sanctum.command("show")
 @click.argument("path")
-@sanctum_options
+@store_sanctum_options
 def show_command(path: str, **params: Any) -> None:
     """Print one sanctum file."""
-    settings = settings_from(params)
-    store = _open(settings)
-    try:
-        click.echo(store.read_text(tools.path_parts(path)).rstrip("\n"))
-    except SanctumRefusal as refusal:
-        raise StateError(f"sanctum: {refusal.message} ({refusal.code})") from None
-    finally:
-        store.close()
+    with _opened(settings_from(params, on_postgres=True)) as (store, _):
+        try:
+            click.echo(store.read_text(tools.path_parts(path)).rstrip("\n"))
+        except SanctumRefusal as refusal:
+            raise StateError(f"sanctum: {refusal.message} ({refusal.code})") from None
 
 
 @sanctum.command("tend")
 @click.option("--stamp", is_flag=True, help="Stamp memory/.tended with today's date.")
-@sanctum_options
+@store_sanctum_options
 def tend_command(stamp: bool, **params: Any) -> None:
     """Show what tending needs; with --stamp, record a tending pass done by hand."""
-    settings = settings_from(params)
+    settings = settings_from(params, on_postgres=True)
     if stamp:
-        print_json(_run(settings, writing.tended_tool, {}))
+        print_json(_run(settings, writing.tended_tool, {}, write=True))
         return
-    store = _open(settings)
-    try:
-        woken = wake(store, _root(settings))
-    finally:
-        store.close()
+    with _opened(settings) as (store, where):
+        woken = wake(store, where)
     if woken.memory is None:
         raise StateError(woken.text.splitlines()[1])
     memory = woken.memory

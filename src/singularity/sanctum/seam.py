@@ -5,7 +5,7 @@ as `singularity.tools.confinement.parse_path` gives them). Two backends keep it:
 
 - a folder of human-readable files (`singularity.sanctum.store.SanctumStore`), the sanctum
   of a being in a state directory;
-- versioned rows in PostgreSQL (`singularity.store.postgres.sanctum_rows.RowSanctum`), the
+- versioned rows in PostgreSQL (`singularity.store.postgres.sanctum_rows.PostgresSanctum`), the
   sanctum of a being in a PostgreSQL state store: every write a new version, written under
   the being's lease.
 

@@ -3,16 +3,16 @@ sanctum and its private journal."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from singularity.config import Settings
 from singularity.domain.state import AgentState
 from singularity.errors import SingularityError
 from singularity.money import render_money
+from singularity.runtime.being import place_of
+from singularity.runtime.loop.sanctum import peek_sanctum
 from singularity.sanctum.extension import SanctumConfig
 from singularity.sanctum.names import SanctumRefusal
-from singularity.sanctum.store import SanctumStore
 from singularity.sanctum.wake import wake
 
 NEWEST_MEMORIES = 5
@@ -60,11 +60,14 @@ def summarize(state: AgentState) -> dict[str, Any]:
 
 
 def sanctum_summary(settings: Settings) -> dict[str, Any]:
-    """What the sanctum holds, in counts and names only (never a memory's body)."""
-    root = SanctumConfig.from_settings(settings).root
-    if not os.path.isdir(root) or os.path.islink(root):
-        return {"path": root, "born": False}
-    store = SanctumStore(root)
+    """What the sanctum holds, in counts and names only (never a memory's body): its
+    folder's, or the rows' of a being in PostgreSQL."""
+    found = peek_sanctum(settings)
+    if found is None:
+        place = place_of(settings)
+        where = place.label(settings.agent_id) if place.is_postgres else None
+        return {"path": where or SanctumConfig.from_settings(settings).root, "born": False}
+    store, root = found
     try:
         woken = wake(store, root, bodies=False)
     except SanctumRefusal as refusal:

@@ -19,6 +19,7 @@ from singularity.runtime.loop.extension import Extension
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
 from singularity.sanctum.names import PULSE_FILE
 from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from
+from singularity.sanctum.seam import Sanctum
 from singularity.sanctum.store import SanctumStore
 from singularity.store.directory import DirectoryStore
 from singularity.store.opening import peek_events_at
@@ -52,12 +53,34 @@ def find_sanctum(extensions: Sequence[Extension]) -> SanctumExtension:
     raise StateError("this being has no sanctum, which Pulse needs")
 
 
+def peek_sanctum(settings: Settings) -> tuple[Sanctum, str] | None:
+    """The being's sanctum, to read without its lock or lease, and where it is: its folder,
+    or the rows of a being in PostgreSQL; None when it has none yet."""
+    place = place_of(settings)
+    if place.is_postgres:
+        from singularity.store.postgres.sanctum_rows import PostgresSanctum
+
+        rows = PostgresSanctum.peek(place.location, settings.agent_id)
+        if rows.is_empty:
+            rows.close()
+            return None
+        return rows, rows.label
+    root = SanctumConfig.from_settings(settings).root
+    if not os.path.isdir(root) or os.path.islink(root):
+        return None
+    return SanctumStore(root), root
+
+
 def pulse_schedule(settings: Settings) -> Schedule:
     """The pulse schedule: `PULSE.md` over the configuration, read without the lock."""
     config = SanctumConfig.from_settings(settings, pulse=True)
     text = None
-    if os.path.isdir(config.root) and not os.path.islink(config.root):
-        store = SanctumStore(config.root)
+    try:
+        found = peek_sanctum(settings)
+    except SingularityError:
+        found = None  # the boot that follows says what is wrong with the being
+    if found is not None:
+        store = found[0]
         try:
             text = store.read_optional((PULSE_FILE,))
         except SingularityError:
