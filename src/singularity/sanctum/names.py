@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
-from typing import Literal
+from typing import Literal, TypeVar
 
 IDENTITY_FILES = ("PERSONA.md", "CREED.md", "BOND.md", "HOW-I-REMEMBER.md", "CAPABILITIES.md")
 PULSE_FILE = "PULSE.md"
@@ -34,6 +35,7 @@ SOURCE = "sanctum_source"
 TOO_LARGE = "sanctum_too_large"
 IO = "sanctum_io"
 
+T = TypeVar("T")
 Kind = Literal["identity", "pulse", "standing", "event", "capability", "handmade"]
 """`handmade`: an existing memory file whose name breaks the rules (made by a person)."""
 
@@ -45,6 +47,17 @@ class SanctumRefusal(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def unless_missing(read: Callable[[], T]) -> T | None:
+    """What `read` returns, or None when what it reads does not exist (`NOT_FOUND`); any
+    other refusal is raised."""
+    try:
+        return read()
+    except SanctumRefusal as refusal:
+        if refusal.code == NOT_FOUND:
+            return None
+        raise
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from typing import Literal, TypeVar
 from singularity.errors import StateError
 from singularity.sanctum import scan, search
 from singularity.sanctum.descriptors import MAX_READ_BYTES, TEMP_PREFIX, read_heads, scan_fd
-from singularity.sanctum.names import BOUNDARY, IO, NOT_FOUND, SanctumRefusal
+from singularity.sanctum.names import BOUNDARY, IO, NOT_FOUND, SanctumRefusal, unless_missing
+from singularity.sanctum.reads import TextReads
 from singularity.secrets import os_error_text
 from singularity.storage import fsio
 from singularity.storage.statedir import check_owned_directory
@@ -99,7 +100,7 @@ def _refusal(error: OSError) -> SanctumRefusal:
     return SanctumRefusal(IO, os_error_text(error))
 
 
-class SanctumStore:
+class SanctumStore(TextReads):
     """The open sanctum root; reads, writes and listings, all confined beneath it."""
 
     def __init__(self, root: str) -> None:
@@ -168,22 +169,6 @@ class SanctumStore:
         finally:
             os.close(fd)
 
-    def read_text(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str:
-        """A file as UTF-8 text."""
-        try:
-            return self.read_bytes(parts, limit).decode("utf-8")
-        except UnicodeDecodeError:
-            raise SanctumRefusal(IO, "file is not UTF-8 text") from None
-
-    def read_optional(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str | None:
-        """A file as text, or None when it does not exist."""
-        try:
-            return self.read_text(parts, limit)
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return None
-            raise
-
     def exists(self, parts: Sequence[str]) -> bool:
         """Whether `parts` names an entry of any type (its last component is not followed)."""
         return self._lstat(parts) is not None
@@ -199,12 +184,7 @@ class SanctumStore:
         return None if info is None else (info.st_mtime_ns, info.st_size, info.st_ino)
 
     def _lstat(self, parts: Sequence[str]) -> os.stat_result | None:
-        try:
-            return self._at(parts, fsio.entry_info)
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return None
-            raise
+        return unless_missing(lambda: self._at(parts, fsio.entry_info))
 
     def _at(self, parts: Sequence[str], run: Callable[[int, str], T], *, create: bool = False) -> T:
         """`run(parent descriptor, name)` for the entry at `parts`; an OS error is a refusal."""
@@ -262,12 +242,9 @@ class SanctumStore:
 
     def walk(self, parts: Sequence[str], visit: Callable[[str, int], Sequence[str]]) -> None:
         """Call `visit(path, dir_fd)` on a folder, then depth first on the subfolders it names."""
-        try:
-            dir_fd = self.open_dir(parts)
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return
-            raise
+        dir_fd = unless_missing(lambda: self.open_dir(parts))
+        if dir_fd is None:
+            return
         try:
             _visit(dir_fd, "/".join(parts) + "/" if parts else "", visit)
         except OSError as error:

@@ -25,6 +25,7 @@ from singularity.sanctum.names import (
     Target,
     raw_name,
     standing_target,
+    unless_missing,
     write_target,
 )
 from singularity.sanctum.store import parts_of
@@ -106,13 +107,8 @@ def target_of(context: Context, parts: tuple[str, ...]) -> Target:
 def _existing_as_is(context: Context, target: Target) -> str | None:
     """A file's text however a person left it (bytes that are not UTF-8 as U+FFFD), or
     None when there is none."""
-    try:
-        data, _ = context.store.read_head(target.parts, MAX_READ_BYTES)
-    except SanctumRefusal as refusal:
-        if refusal.code == NOT_FOUND:
-            return None
-        raise
-    return data.decode("utf-8", "replace")
+    head = unless_missing(lambda: context.store.read_head(target.parts, MAX_READ_BYTES))
+    return None if head is None else head[0].decode("utf-8", "replace")
 
 
 def _existing(context: Context, target: Target) -> str | None:

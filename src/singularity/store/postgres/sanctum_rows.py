@@ -27,8 +27,17 @@ import psycopg
 from singularity.errors import StateError
 from singularity.sanctum.descriptors import MAX_READ_BYTES
 from singularity.sanctum.entries import SanctumEntry, read_folder
-from singularity.sanctum.names import BOUNDARY, IO, MEMORY, NOT_FOUND, TENDED, SanctumRefusal
+from singularity.sanctum.names import (
+    BOUNDARY,
+    IO,
+    MEMORY,
+    NOT_FOUND,
+    TENDED,
+    SanctumRefusal,
+    unless_missing,
+)
 from singularity.sanctum.names import name_date as date_of
+from singularity.sanctum.reads import TextReads
 from singularity.sanctum.scan import RAW_SCAN_CHARS, FolderScan, MapCache, summary
 from singularity.sanctum.search import Found
 from singularity.sanctum.store import BOUNDARY_MESSAGE, NOT_BOUNDED_MESSAGE, Entry
@@ -36,7 +45,14 @@ from singularity.state_place import shown_url
 from singularity.store.postgres.census import holds_being
 from singularity.store.postgres.lease import Lease
 from singularity.store.postgres.migrations import LEASE_LOST
-from singularity.store.postgres.store import HOLD, Batch, Connection, PostgresStore, connect
+from singularity.store.postgres.store import (
+    HOLD,
+    Batch,
+    Connection,
+    PostgresStore,
+    closed_on_failure,
+    connect,
+)
 
 log = logging.getLogger(__name__)
 Parts = tuple[str, ...]
@@ -85,7 +101,7 @@ def _ns(moment: datetime) -> int:
     return (moment - EPOCH) // timedelta(microseconds=1) * 1000
 
 
-class PostgresSanctum:
+class PostgresSanctum(TextReads):
     """A being's sanctum in a PostgreSQL state store (see the module docstring)."""
 
     def __init__(self, db: Connection, agent_id: str, label: str, lease: Lease | None) -> None:
@@ -118,16 +134,10 @@ class PostgresSanctum:
         lease (StateError when the store holds no such being)."""
         label = f"being {agent_id} in {shown_url(url)}"
         db = connect(url)
-        try:
+        with closed_on_failure(db, f"cannot read the sanctum of {label}"):
             if not holds_being(db, agent_id):
                 raise StateError(f"no {label}")
             return cls(db, agent_id, label, None)
-        except psycopg.Error as error:
-            db.close()
-            raise StateError(f"cannot read the sanctum of {label}: {error}") from None
-        except BaseException:
-            db.close()
-            raise
 
     def _load(self) -> None:
         try:
@@ -212,29 +222,8 @@ class PostgresSanctum:
         content = self._locked(lambda: self._file(tuple(parts))).content
         return content[:limit], len(content)
 
-    def read_text(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str:
-        """A file as UTF-8 text."""
-        try:
-            return self.read_bytes(parts, limit).decode("utf-8")
-        except UnicodeDecodeError:
-            raise SanctumRefusal(IO, "file is not UTF-8 text") from None
-
-    def read_optional(self, parts: Sequence[str], limit: int = MAX_READ_BYTES) -> str | None:
-        """A file as text, or None when it does not exist."""
-        try:
-            return self.read_text(parts, limit)
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return None
-            raise
-
     def _kind_or_none(self, parts: Sequence[str]) -> Literal["file", "dir"] | None:
-        try:
-            return self._locked(lambda: self._kind(tuple(parts)))
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return None
-            raise
+        return unless_missing(lambda: self._locked(lambda: self._kind(tuple(parts))))
 
     def exists(self, parts: Sequence[str]) -> bool:
         """Whether `parts` names a file or a folder."""
@@ -269,12 +258,9 @@ class PostgresSanctum:
 
     def _walk(self, top: Parts, visit: Callable[[Parts, dict[str, str]], None]) -> None:
         """`visit(folder, names)` on `top` and every folder below it, depth first."""
-        try:
-            names = self._folder(top)
-        except SanctumRefusal as refusal:
-            if refusal.code == NOT_FOUND:
-                return
-            raise
+        names = unless_missing(lambda: self._folder(top))
+        if names is None:
+            return
         visit(top, dict(names))
         for name, kind in sorted(names.items()):
             if kind == "dir":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,20 @@ class Snapshot:
     """Per list, the `seq` of its first row."""
     count: dict[str, int]
     extra: dict[str, Any]
+
+
+@contextlib.contextmanager
+def closed_on_failure(db: Connection, failing: str) -> Iterator[Connection]:
+    """Close the connection if what the block does with it fails; a database error is a
+    `StateError` that says `failing`."""
+    try:
+        yield db
+    except psycopg.Error as error:
+        db.close()
+        raise StateError(f"{failing}: {error}") from None
+    except BaseException:
+        db.close()
+        raise
 
 
 def read_snapshot(db: Connection, agent: str, *, with_events: bool = True) -> Snapshot | None:
@@ -164,15 +178,9 @@ class PostgresStore:
     ) -> PostgresStore:
         """Connect, migrate, take the being's lease (StateLockedError while another holds it)."""
         db = connect(url, lease_secs)
-        try:
+        with closed_on_failure(db, f"cannot prepare the state store {shown_url(url)}"):
             migrate(db)
             taken = leases.take(db, agent_id, lease_secs, f"being {agent_id} in {shown_url(url)}")
-        except psycopg.Error as error:
-            db.close()
-            raise StateError(f"cannot prepare the state store {shown_url(url)}: {error}") from None
-        except BaseException:
-            db.close()
-            raise
         return cls(url, db, taken)
 
     @property
