@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from singularity.cli.sanctum import cron_step
+from singularity.cli.pulse import cron_step
 from singularity.config import resolve
 from singularity.runtime.loop.lifecycle import Runtime
 from singularity.runtime.loop.sanctum import quiet_window

@@ -56,7 +56,7 @@ COMMANDS = {
         "Boot, live one cycle, shut down, and print the cycle report.",
     ),
     "pulse": LazyCommand(
-        "singularity.cli.sanctum:pulse_command",
+        "singularity.cli.pulse:pulse_command",
         "One pulse: a quiet cycle that tends memory, then does PULSE.md's tasks, under a cap.",
     ),
     "reasonlog": LazyCommand(
