@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from singularity.domain.events import Usage
 from singularity.errors import BramaError, JsonFailure, RetryClass
 from singularity.gateway.encoding import EncodedMessages, WireCache
 from singularity.jsoncodec import compact_utf8, loads_strict
@@ -88,22 +89,13 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
-class Usage:
-    """Token usage; `total_tokens` is always prompt + completion, whatever was reported."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-
-
-@dataclass(frozen=True)
 class Completion:
     """One validated model answer; `usage` is None when the server reported none."""
 
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = FINISH_STOP
-    usage: Usage | None = field(default_factory=lambda: Usage(0, 0, 0))
+    usage: Usage | None = field(default_factory=lambda: Usage(0, 0))
     model: str = ""
     id: str = ""
 
@@ -256,7 +248,7 @@ def _contract(response: _Response) -> Completion:
             raise BramaError(
                 "usage total does not match prompt plus completion", retry=RetryClass.PERMANENT
             )
-        usage = Usage(prompt, completion, prompt + completion)
+        usage = Usage(prompt, completion)  # its total is theirs, whatever was reported
     return Completion(
         content=choice.content,
         tool_calls=choice.tool_calls,

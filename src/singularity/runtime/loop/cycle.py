@@ -204,7 +204,7 @@ def _pay(
         events.ModelCompleted(
             being.now(),
             cycle,
-            events.Usage(usage.prompt_tokens, usage.completion_tokens),
+            usage,
             completion.model,
         )
     )
