@@ -239,14 +239,22 @@ def test_a_directory_state_url_is_the_state_directory(
     assert named_twice.code == 2 and "name two directories; give one" in named_twice.err
 
 
-def test_commands_not_on_postgres_yet_refuse_it(tmp_path: Path, cli: Callable[..., Result]) -> None:
-    url = store_url()
-    for command in (["reasonlog", "tail"],):
-        refused = cli(*command, "--state-dir", str(tmp_path), SINGULARITY_STATE_URL=url)
-        assert refused.code == 2, command
-        assert f"`singularity {' '.join(command)}` does not work on a being in a PostgreSQL" in (
-            refused.err
-        )
+def test_resuming_a_being_the_store_lacks_writes_nothing(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    ghost = new_agent()
+    with ScriptedServer([Turn.text("done")]) as server:
+        refused = cli("once", "--resume", *in_store(tmp_path, server, ghost))
+    assert refused.code == 4
+    assert f"resume requested but no state exists at being {ghost} in postgresql://" in (
+        refused.err
+    )
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        for table in ("beings", "leases", "activity", "places"):
+            found = db.execute(
+                f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (ghost,)
+            ).fetchone()
+            assert found is not None and found[0] == 0, table
 
 
 def test_doctor_checks_the_boot_matrix_against_the_store(

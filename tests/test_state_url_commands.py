@@ -1,9 +1,10 @@
-"""`journal`, `import` and `children` on a being in a PostgreSQL store (`--state-url`).
+"""`journal`, `reasonlog`, `import` and `children` on a being in a PostgreSQL store.
 
 A being lives a cycle in the session's real PostgreSQL server on the scripted gateway and
 writes a private journal entry (kept where the runtime keeps it: its local state
 directory's SQLite file, or the PostgreSQL journal on the same server). The journal
-commands read and maintain it, taking the being's lease where they write; `import`
+commands read and maintain it, taking the being's lease where they write; `reasonlog`
+reads the public reasonlog the being appended to in its local state directory; `import`
 merges a mind into the stopped being under its lease and reaches a living one through
 its import socket. `children` reads the family tree of a being in the store: children in
 their own state directories, and a fleet's children that are beings of the store. An
@@ -33,6 +34,7 @@ from tests.support.stores import a_being, store_url
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 WRITE = "singularity_journal_write"
+REASON = "singularity_reasonlog_append"
 SECRET = "the lantern is behind the blue door"
 
 
@@ -99,6 +101,48 @@ def test_the_journal_of_a_being_in_postgres(
     assert json.loads(by_variable.out)["entries"] == 1
 
 
+def test_the_reasonlog_of_a_being_in_postgres(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    agent = new_agent()
+    script = [
+        Turn.tool_call(REASON, {"thought": "first, read the ledger", "step_index": 1}),
+        Turn.tool_call(REASON, {"thought": "then pay the rent", "step_index": 2}),
+        Turn.text("done"),
+    ]
+    with ScriptedServer(script) as server:
+        lived = cli("once", *in_store(tmp_path, server, agent))
+    assert lived.code == 0, lived.err
+    local = tmp_path / "being"
+    at = ["--state-url", store_url(), "--agent-id", agent, "--state-dir", str(local)]
+
+    tail = cli("reasonlog", "tail", *at)
+    assert tail.code == 0, tail.err
+    entries = [json.loads(line) for line in tail.out.splitlines()]
+    thoughts = [entry["thought"] for entry in entries]
+    assert thoughts == ["first, read the ledger", "then pay the rent"]
+    assert [entry["step_index"] for entry in entries] == [1, 2]
+    newest = cli("reasonlog", "tail", "-n", "1", *at)
+    assert [json.loads(line)["thought"] for line in newest.out.splitlines()] == [
+        "then pay the rent"
+    ]
+    shown = cli("reasonlog", "show", entries[0]["id"], *at)
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out) == entries[0]
+    missing = cli("reasonlog", "show", "no-such-id", *at)
+    assert missing.code == 4 and "no reasonlog entry has id no-such-id" in missing.err
+    by_variable = cli(
+        "reasonlog", "tail", "--agent-id", agent, "--state-dir", str(local),
+        SINGULARITY_STATE_URL=store_url(),
+    )  # fmt: skip
+    assert by_variable.code == 0 and by_variable.out == tail.out
+
+    holder = open_store_at(StorePlace.parse(store_url()), agent)  # as a living runtime would
+    try:
+        read = cli("reasonlog", "tail", *at)  # a read needs no hold
+    finally:
+        holder.close()
+    assert read.code == 0 and read.out == tail.out
+
+
 def test_journal_maintenance_waits_for_the_lease(
     tmp_path: Path, cli: Callable[..., Result]
 ) -> None:
@@ -133,6 +177,8 @@ def test_an_unknown_agent_id_is_refused_and_nothing_is_written(
         ["journal", "stats"],
         ["journal", "rotate-key"],
         ["journal", "destroy", "--yes"],
+        ["reasonlog", "tail"],
+        ["reasonlog", "show", "any-id"],
     ):
         refused = cli(*command, *at)
         assert refused.code == 4, command

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from singularity.errors import ConfigurationError, StateLockedError
+from singularity.store.base import NoBeing
 from singularity.store.directory import DirectoryStore
 from singularity.store.opening import StorePlace, open_store_at, peek_state_at
 from tests.support.stores import a_being, live_a_step, store_url
@@ -119,3 +120,64 @@ def test_a_store_never_migrated_holds_no_being() -> None:
     parts = server_url.rsplit("/", 1)
     url = f"{parts[0]}/{name}"
     assert peek_state_at(StorePlace.parse(url), "local") is None
+
+
+def agent_rows(url: str, agent: str) -> dict[str, int]:
+    """For every table of the store with an `agent_id` column, the rows that name `agent`."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        tables = [
+            str(table)
+            for (table,) in db.execute(
+                "SELECT table_name FROM information_schema.columns "
+                "WHERE table_schema = 'singularity' AND column_name = 'agent_id' "
+                "ORDER BY table_name"
+            ).fetchall()
+        ]
+        return {
+            table: int(
+                db.execute(
+                    f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (agent,)
+                ).fetchone()[0]  # type: ignore[index]
+            )
+            for table in tables
+        }
+
+
+def test_an_unknown_being_opened_without_create_leaves_no_row() -> None:
+    place = StorePlace.parse(store_url())
+    known = f"agent-{uuid.uuid4().hex[:12]}"
+    born = open_store_at(place, known)  # the store holds a being, just not the ghost
+    try:
+        assert born.load() is None
+        born.commit(a_being(known), [])
+    finally:
+        born.close()
+    ghost = f"agent-{uuid.uuid4().hex[:12]}"
+    with pytest.raises(NoBeing, match=f"no being state exists for being {ghost} in postgresql"):
+        open_store_at(place, ghost, create=False)
+    rows = agent_rows(store_url(), ghost)
+    assert {"beings", "leases", "activity", "places", "sanctum_files"} <= rows.keys()
+    assert set(rows.values()) == {0}
+    again = open_store_at(place, known, create=False)  # a being that is there is opened
+    try:
+        loaded = again.load()
+        assert loaded is not None and loaded.identity.agent_id == known
+    finally:
+        again.close()
+
+
+def test_a_store_never_migrated_stays_so_when_opened_without_create() -> None:
+    import psycopg
+
+    server_url = store_url()
+    name = f"empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    url = f"{server_url.rsplit('/', 1)[0]}/{name}"
+    with pytest.raises(NoBeing):
+        open_store_at(StorePlace.parse(url), "local", create=False)
+    with psycopg.connect(url, autocommit=True) as db:
+        schema = db.execute("SELECT to_regnamespace('singularity')").fetchone()
+    assert schema is not None and schema[0] is None

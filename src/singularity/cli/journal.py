@@ -3,9 +3,10 @@
 No journal command ever prints journal text: `stats` gives counts and ages, `verify`
 names failing rows by id. The being is the one `--state-dir` holds, or with `--state-url
 postgresql://…` the one `--agent-id` names there; its journal is where the runtime keeps
-it (`--journal-url`, by default in its state directory). Commands that change the journal
-take the being's hold (the state directory's lock, and a PostgreSQL being's lease too), so
-they never race a living being; `stats` and `verify` only read.
+it (`--journal-url`, by default in its state directory), and its public reasonlog is in
+that local state directory. Commands that change the journal take the being's hold (the
+state directory's lock, and a PostgreSQL being's lease too), so they never race a living
+being; `stats`, `verify` and the reasonlog only read.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import click
 
-from singularity.cli.options import AGENT_ID, settings_from, with_options
+from singularity.cli.options import AGENT_ID, settings_from, store_options, with_options
 from singularity.cli.output import print_json
 from singularity.config import JOURNAL_OPTIONS, STATE_OPTIONS, STORE_OPTIONS, Settings
 from singularity.errors import StateError
@@ -27,7 +28,7 @@ from singularity.journal.service import Damaged, Journal, JournalConfig
 from singularity.jsoncodec import compact
 from singularity.runtime.being import place_of
 from singularity.storage.statedir import StateDir
-from singularity.store.opening import open_store_at, peek_state_at
+from singularity.store.opening import holds_being_at, open_store_at, peek_state_at
 
 journal_options = with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + JOURNAL_OPTIONS)
 
@@ -202,23 +203,33 @@ def reasonlog_group() -> None:
     """The public reasonlog (`reasonlog.jsonl`)."""
 
 
+def _reasonlog_dir(params: dict[str, Any]) -> str:
+    """The directory of the being's reasonlog: its state directory, or for a being in
+    PostgreSQL (which must be in the store) its local one, where its journal is too."""
+    settings = settings_from(params, on_postgres=True)
+    place = place_of(settings)
+    if not place.is_postgres:
+        return place.location
+    if not holds_being_at(place, settings.agent_id):
+        raise StateError(f"no being at {place.label(settings.agent_id)}")
+    return settings.state_dir
+
+
 @reasonlog_group.command()
-@with_options(STATE_OPTIONS)
+@store_options
 @click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True)
 def tail(count: int, **params: Any) -> None:
     """The newest entries, one JSON object per line, oldest first."""
-    settings = settings_from(params)
-    for entry in reasonlog.read(settings.state_dir)[-count:]:
+    for entry in reasonlog.read(_reasonlog_dir(params))[-count:]:
         click.echo(compact(entry))
 
 
 @reasonlog_group.command()
-@with_options(STATE_OPTIONS)
+@store_options
 @click.argument("entry_id")
 def show(entry_id: str, **params: Any) -> None:
     """One entry by id."""
-    settings = settings_from(params)
-    for entry in reasonlog.read(settings.state_dir):
+    for entry in reasonlog.read(_reasonlog_dir(params)):
         if entry.get("id") == entry_id:
             print_json(entry)
             return

@@ -29,7 +29,7 @@ from singularity.secrets import Scrubber
 from singularity.storage import funding
 from singularity.storage.activity import Event, read_events
 from singularity.storage.statedir import STATE_FILE, StateDir
-from singularity.store.base import StateStore
+from singularity.store.base import NoBeing, StateStore
 from singularity.store.directory import DirectoryStore, replay
 from singularity.store.opening import StorePlace, open_store_at, peek_state_at
 from singularity.timestamps import Clock, now_text, system_clock
@@ -310,7 +310,13 @@ def _open_in_postgres(
                 f"{settings.state_dir} holds a being of its own ({STATE_FILE}); give the being "
                 f"in {place.shown()} a state directory of its own"
             )
-        store = open_store_at(place, settings.agent_id)
+        # Only a new being is made: a resumed one that is not there leaves no lease row.
+        store = open_store_at(place, settings.agent_id, create=not resume)
+    except NoBeing:
+        statedir.close()
+        raise StateError(
+            f"resume requested but no state exists at {place.label(settings.agent_id)}"
+        ) from None
     except BaseException:
         statedir.close()
         raise

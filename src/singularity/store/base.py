@@ -22,13 +22,17 @@ from pydantic import ValidationError
 
 from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
-from singularity.errors import FatalIoError, JsonFailure
+from singularity.errors import FatalIoError, JsonFailure, StateError
 
 Event = dict[str, Any]
 
 
 class LeaseLost(FatalIoError):
     """Another runtime took the being over: this one's writes are refused (never retried)."""
+
+
+class NoBeing(StateError):
+    """The store holds no such being, and the opener was not asked to make room for one."""
 
 
 def state_of(document: dict[str, Any], source: str) -> AgentState:

@@ -36,9 +36,13 @@ def open_store_at(
 ) -> StateStore:
     """Open the being's store and take its single-writer hold; nothing is read yet.
 
-    A state directory is created (0700) when `create`; a PostgreSQL store is migrated,
-    and its being's lease taken (`lease_secs`, by default the store's). A second runtime
-    is refused with `StateLockedError` either way.
+    `create` is for the commands that mean to make a being (`run` and `once` of a new
+    one, the target of `export`): a state directory is created (0700), and in PostgreSQL
+    the lease of a being the store does not hold yet is taken. Without it the state
+    directory must exist, and a PostgreSQL store must hold the being (`NoBeing`
+    otherwise, with nothing written: no migration, no lease row). A PostgreSQL store is
+    migrated and the being's lease taken (`lease_secs`, by default the store's). A second
+    runtime is refused with `StateLockedError` either way.
     """
     if not place.is_postgres:
         return DirectoryStore.open(place.location, create=create)
@@ -46,7 +50,7 @@ def open_store_at(
     from singularity.store.postgres.store import PostgresStore
 
     seconds = lease.DEFAULT_LEASE_SECS if lease_secs is None else lease_secs
-    return PostgresStore.open(place.location, agent_id, lease_secs=seconds)
+    return PostgresStore.open(place.location, agent_id, lease_secs=seconds, create=create)
 
 
 def peek_state_at(place: StorePlace, agent_id: str) -> AgentState | None:

@@ -18,6 +18,7 @@ from singularity.errors import StateError
 from singularity.state_place import shown_url
 from singularity.store.base import Event
 from singularity.store.postgres import lease as leases
+from singularity.store.postgres.migrations import migrated
 from singularity.store.postgres.rows import load_json
 from singularity.store.postgres.store import Connection
 
@@ -47,8 +48,7 @@ class Resident:
 
 def holds_beings(db: Connection) -> bool:
     """Whether the store was ever migrated (a store that was not holds no being)."""
-    found = db.execute("SELECT to_regclass('singularity.beings')").fetchone()
-    return found is not None and found[0] is not None
+    return migrated(db)
 
 
 def holds_being(db: Connection, agent_id: str) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 from singularity.errors import StateLockedError
+from singularity.store.base import NoBeing
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECS = 30.0
@@ -33,6 +34,8 @@ ON CONFLICT (agent_id) DO UPDATE
     WHERE held.expires_at <= now()
 RETURNING epoch
 """
+BEING = "SELECT 1 FROM singularity.beings WHERE agent_id = %s FOR KEY SHARE"
+"""The being's row, kept from being removed until the lease on it is taken."""
 RENEW = (
     "UPDATE singularity.leases SET expires_at = now() + make_interval(secs => %s) "
     "WHERE agent_id = %s AND owner = %s AND epoch = %s"
@@ -62,10 +65,18 @@ class Lease:
         return (self.agent_id, self.owner, self.epoch, self.seconds)
 
 
-def take(db: psycopg.Connection[Any], agent_id: str, seconds: float, label: str) -> Lease:
-    """Take the being's lease, or StateLockedError while another runtime holds it."""
+def take(
+    db: psycopg.Connection[Any], agent_id: str, seconds: float, label: str, *, existing: bool
+) -> Lease:
+    """Take the being's lease, or StateLockedError while another runtime holds it.
+
+    With `existing`, only the lease of a being the store holds: NoBeing otherwise, and no
+    lease row is written (a command that names a being wrongly leaves nothing behind).
+    """
     owner = new_owner()
     with db.transaction():
+        if existing and db.execute(BEING, (agent_id,)).fetchone() is None:
+            raise NoBeing(f"no being state exists for {label}")
         row = db.execute(TAKE, {"agent": agent_id, "owner": owner, "seconds": seconds}).fetchone()
         if row is None:
             holder = db.execute(

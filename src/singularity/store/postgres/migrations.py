@@ -169,6 +169,12 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
 LEASE_LOST = "SG001"
 
 
+def migrated(db: psycopg.Connection[Any]) -> bool:
+    """Whether the store was ever migrated (one that was not holds no being)."""
+    found = db.execute("SELECT to_regclass('singularity.beings')").fetchone()
+    return found is not None and found[0] is not None
+
+
 def applied(db: psycopg.Connection[Any]) -> list[str]:
     """The names of the migrations the database records, in the order applied."""
     rows = db.execute(

@@ -24,11 +24,11 @@ from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.state_place import shown_url
-from singularity.store.base import Event, LeaseLost, state_of
+from singularity.store.base import Event, LeaseLost, NoBeing, state_of
 from singularity.store.changes import Changes, ListChange, Tracker
 from singularity.store.postgres import lease as leases
 from singularity.store.postgres import rows
-from singularity.store.postgres.migrations import LEASE_LOST, migrate
+from singularity.store.postgres.migrations import LEASE_LOST, migrate, migrated
 
 log = logging.getLogger(__name__)
 Connection = psycopg.Connection[Any]
@@ -174,13 +174,25 @@ class PostgresStore:
 
     @classmethod
     def open(
-        cls, url: str, agent_id: str, *, lease_secs: float = leases.DEFAULT_LEASE_SECS
+        cls,
+        url: str,
+        agent_id: str,
+        *,
+        lease_secs: float = leases.DEFAULT_LEASE_SECS,
+        create: bool = True,
     ) -> PostgresStore:
-        """Connect, migrate, take the being's lease (StateLockedError while another holds it)."""
+        """Connect, migrate, take the being's lease (StateLockedError while another holds it).
+
+        Without `create` the being must be in the store already: NoBeing otherwise, and
+        nothing is written (a store never migrated is left so, and no lease row is made).
+        """
+        label = f"being {agent_id} in {shown_url(url)}"
         db = connect(url, lease_secs)
         with closed_on_failure(db, f"cannot prepare the state store {shown_url(url)}"):
+            if not create and not migrated(db):
+                raise NoBeing(f"no being state exists for {label}")
             migrate(db)
-            taken = leases.take(db, agent_id, lease_secs, f"being {agent_id} in {shown_url(url)}")
+            taken = leases.take(db, agent_id, lease_secs, label, existing=not create)
         return cls(url, db, taken)
 
     @property
