@@ -144,10 +144,12 @@ def test_everything_is_durable_after_the_checkpoint_of_a_clean_stop(lived: Life)
 def test_write_once_creates_of_the_sanctum_are_durable(lived: Life) -> None:
     sanctum = lived.root / BEING / "sanctum"
     [raw] = (sanctum / "raw").iterdir()
-    # The first cycle's session note, written before the second cycle's first model call.
+    # The first cycle's session note, written before the second cycle's first model call,
+    # creates the day's file; the second cycle's is appended to it (one fdatasync).
     [note] = (sanctum / "memory" / "sessions").glob("*-runtime.md")
-    for path in (raw, note):
-        assert [sync.name for sync in lived.log.of(path)] == ["sanctum.fsync"]
+    for path, synced in ((raw, [False]), (note, [False, True])):
+        assert [sync.data_only for sync in lived.log.of(path)] == synced
+        assert {sync.name for sync in lived.log.of(path)} == {"sanctum.fsync"}
         assert lived.log.failures_of(path) == []
         assert lived.log.times_checked(path) > 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,13 +13,14 @@ from pathlib import Path
 
 from singularity.domain import events
 from singularity.runtime.inspect.verify import verify_state_dir
-from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
+from singularity.sanctum.extension import SanctumCore
+from singularity.sanctum.notes import CycleDigest, NoteKeeper, torn_at, with_note
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import all_events as journal
 from tests.support.loop_http import boot, run
 from tests.support.polling import wait_for
-from tests.support.sanctum import being_args, sessions_of
+from tests.support.sanctum import FakeHost, being_args, fake_core, sessions_of
 
 WRITE = "singularity_sanctum_write"
 STOPPING = "stopping at the next safe point"
@@ -79,6 +81,83 @@ def test_an_empty_cycle_note_and_a_day_of_them() -> None:
     assert later.count("---\nauto: true") == 1 and "\n## Cycle 10 (" in later
     # A section written before a crash could journal it is not written twice.
     assert with_note(later, CycleDigest(9, "2026-10-03T01:02:03Z"), "stopped") is None
+
+
+def test_a_section_an_append_left_unfinished_is_found() -> None:
+    whole = with_note(None, CycleDigest(1, "2026-10-03T01:02:03Z"), "completed")
+    assert whole is not None and torn_at(whole) is None
+    header = whole[: whole.index("\n## Cycle 1 (") + 1]
+    assert torn_at(header) is None  # a file is created whole with its first section
+    two = with_note(whole, CycleDigest(2, "2026-10-03T01:02:09Z"), "completed")
+    assert two is not None and torn_at(two) is None
+    start = len(whole)
+    assert torn_at(two[:-1]) == start  # the last line without its newline
+    assert torn_at(two[: two.index("- Model calls", start)]) == start  # lines missing
+    # A warning's own line breaks cannot make a section look finished or unfinished.
+    digest = CycleDigest(3, "2026-10-03T01:02:10Z")
+    keeper = NoteKeeper(active=True, open={3: digest})
+    keeper.observe(events.encode(events.Warned("t", 3, "bad\n\n## Cycle 9 (x)\n- Warnings: ")))
+    noted = with_note(two, digest, "completed")
+    assert noted is not None and torn_at(noted) is None
+    assert not any(line.startswith("## Cycle 9") for line in noted.splitlines())
+
+
+def _lived_cycle(core: SanctumCore, host: FakeHost, cycle: int) -> None:
+    host.journal(events.CycleStarted(host.now(), cycle))
+    host.journal(events.ModelCompleted(host.now(), cycle, events.Usage(3, 1)))
+    host.state.cycle = cycle
+    core.settle(cycle, "completed")
+
+
+def test_a_days_notes_are_appended_and_a_section_a_crash_cut_short_is_written_again(
+    tmp_path: Path,
+) -> None:
+    core, host = fake_core(tmp_path)
+    core.open()
+    _lived_cycle(core, host, 1)
+    [path] = (tmp_path / "state" / "sanctum" / "memory" / "sessions").glob("*-runtime.md")
+    first = path.stat().st_ino
+    _lived_cycle(core, host, 2)
+    assert path.stat().st_ino == first  # appended to, not replaced
+    text = path.read_text()
+    assert text.count("\n## Cycle 1 (") == 1 and text.count("\n## Cycle 2 (") == 1
+    assert torn_at(text) is None
+    # The machine stopped between the second append and its sync: part of the section
+    # reached the disk, and `session_note_auto` never did (it is journaled after the sync).
+    kept = text[: text.index("\n## Cycle 2 (") + 1]
+    path.write_text(text[: text.index("- Model calls", len(kept))])
+    core.close()
+    past = [
+        event
+        for event in host.events
+        if not (event["type"] == "session_note_auto" and event["cycle"] == 2)
+    ]
+    reborn = SanctumCore(FakeHost(host.state), core.config, past)
+    asyncio.run(reborn.at_boot())
+    reborn.close()
+    again = path.read_text()
+    assert again.startswith(kept) and torn_at(again) is None
+    assert again.count("\n## Cycle 2 (") == 1
+    assert ", interrupted (the process ended))" in again[len(kept) :].splitlines()[0]
+
+
+def test_an_append_never_writes_through_a_link_the_operator_made(tmp_path: Path) -> None:
+    core, host = fake_core(tmp_path)
+    core.open()
+    _lived_cycle(core, host, 1)
+    [path] = (tmp_path / "state" / "sanctum" / "memory" / "sessions").glob("*-runtime.md")
+    elsewhere = tmp_path / "elsewhere.md"
+    os.link(path, elsewhere)  # a second name for it: refused (the sanctum's rule)
+    _lived_cycle(core, host, 2)
+    assert "## Cycle 2 " not in elsewhere.read_text()
+    os.unlink(elsewhere)
+    target = path.with_name("moved.md")
+    path.rename(target)
+    path.symlink_to(target.name)  # a symlink: refused, as a replace refuses it
+    _lived_cycle(core, host, 3)
+    core.close()
+    assert path.is_symlink() and "## Cycle 3 " not in target.read_text()
+    assert [event["type"] for event in host.events].count("session_note_auto") == 1
 
 
 def test_a_cycle_without_a_note_gets_one_and_a_noted_cycle_does_not(tmp_path: Path) -> None:

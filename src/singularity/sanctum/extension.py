@@ -41,7 +41,7 @@ from singularity.sanctum.names import (
     SanctumRefusal,
     runtime_notes_name,
 )
-from singularity.sanctum.notes import CycleDigest, NoteKeeper, with_note
+from singularity.sanctum.notes import CycleDigest, NoteKeeper, torn_at, with_note
 from singularity.sanctum.pulse import QuietHours, Schedule, configured_schedule, schedule_from
 from singularity.sanctum.scan import MapCache
 from singularity.sanctum.seam import Sanctum
@@ -305,18 +305,31 @@ class SanctumCore:
             self.invalidate()
 
     def _add_note(self, store: Sanctum, digest: CycleDigest, ended: str) -> str:
-        """Add the cycle's section to the day's file of runtime notes; the file's name."""
+        """Add the cycle's section to the day's file of runtime notes; the file's name.
+
+        A day's first section creates its file whole (temp, fsync, rename, directory
+        fsync); the next ones are appended to it (one fdatasync: the cheap end of a cycle).
+        A section an append left unfinished is cut off first, whole-file.
+        """
         part = self._notes_part.get(digest.day, 1)
         while True:
             name = runtime_notes_name(digest.day, part)
-            existing = store.read_optional((MEMORY, SESSIONS, name), NOTES_FILE_CAP * 2)
+            parts = (MEMORY, SESSIONS, name)
+            existing = store.read_optional(parts, NOTES_FILE_CAP * 2)
+            torn = None if existing is None else torn_at(existing)
+            if existing is not None and torn is not None:
+                existing = existing[:torn]
+                store.replace(parts, existing.encode("utf-8"))
             text = with_note(existing, digest, ended)
             if text is None:
                 return name  # written before a crash could journal it
             if existing is not None and len(text.encode("utf-8")) > NOTES_FILE_CAP:
                 part += 1
                 continue
-            store.replace((MEMORY, SESSIONS, name), text.encode("utf-8"))
+            if existing is None:
+                store.replace(parts, text.encode("utf-8"))
+            else:
+                store.append(parts, text[len(existing) :].encode("utf-8"))
             self._notes_part[digest.day] = part
             return name
 

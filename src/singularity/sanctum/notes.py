@@ -83,7 +83,8 @@ class NoteKeeper:
         elif isinstance(record, events.RevenueCredited):
             digest.revenue = add(digest.revenue, record.amount)
         elif isinstance(record, events.Warned) and len(digest.warnings) < MAX_WARNINGS:
-            digest.warnings.append(record.message[:MAX_WARNING_CHARS])
+            # One line a bullet: a section's end is found by its lines (`torn_at`).
+            digest.warnings.append(" ".join(record.message[:MAX_WARNING_CHARS].splitlines()))
 
     def due(self, through: int) -> list[CycleDigest]:
         """The unnoted cycles up to and including `through` that had a model round, oldest
@@ -138,8 +139,32 @@ def note_section(digest: CycleDigest, ended: str) -> str:
     )
 
 
+WARNINGS_LINE = "\n- Warnings: "
+"""The last line of every section: a section without it was cut short."""
+
+
+def holds_note(existing: str, cycle: int) -> bool:
+    """Whether a file of runtime notes holds the cycle's section."""
+    return f"\n{section_heading(cycle)}(" in existing
+
+
+def torn_at(existing: str) -> int | None:
+    """Where a section that an append left unfinished begins (a crash of the machine between
+    its write and its sync): its last line lacks its newline, or the last section lacks its
+    `Warnings` line. None when the file ends whole.
+
+    Sections are only ever appended, so only the last one can be unfinished.
+    """
+    last = existing.rfind("\n\n## Cycle ")
+    if last < 0:
+        return None  # the header alone, written whole with the file's first section
+    if existing.endswith("\n") and WARNINGS_LINE in existing[last + 1 :]:
+        return None
+    return last + 1
+
+
 def with_note(existing: str | None, digest: CycleDigest, ended: str) -> str | None:
     """The day's file with the cycle's section added; None when it holds that section."""
-    if existing is not None and f"\n{section_heading(digest.cycle)}(" in existing:
+    if existing is not None and holds_note(existing, digest.cycle):
         return None
     return (existing or day_header(digest.day)) + note_section(digest, ended)

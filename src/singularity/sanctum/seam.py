@@ -71,6 +71,12 @@ class Sanctum(Protocol):
         """Durably create or replace a file (its missing folders made)."""
         ...
 
+    def append(self, parts: Sequence[str], data: bytes) -> None:
+        """Durably add `data` to the end of an existing file (a refusal when it is missing).
+
+        The cheap write of the session notes: in a folder, one write and one fdatasync."""
+        ...
+
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Durably create a file that must not exist yet; False (nothing written) if it does."""
         ...

@@ -4,7 +4,8 @@ root through `Workspace`.
 The sanctum reuses the workspace confinement primitive (openat2 with RESOLVE_BENEATH,
 or the component walk): a path is parsed by the same grammar, opened as a descriptor
 beneath the root descriptor, and never handed on as a checked string. Writes go through
-`fsio` (temp file, fsync, rename or link, directory fsync) at the failpoint `sanctum`.
+`fsio` (temp file, fsync, rename or link, directory fsync; an append is one write and one
+fdatasync) at the failpoint `sanctum`.
 Every failure becomes a `SanctumRefusal` with a tool error code.
 """
 
@@ -39,6 +40,9 @@ POINT = "sanctum"
 BOUNDARY_MESSAGE = "path leaves the sanctum"
 NOT_BOUNDED_MESSAGE = "path is not a bounded regular file"
 DIR_MODE = 0o700
+APPEND_FLAGS = (
+    os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+)
 
 
 @dataclass(frozen=True)
@@ -206,6 +210,23 @@ class SanctumStore(TextReads):
             fsio.replace_file(dir_fd, name, data, temp_prefix=TEMP_PREFIX, point=POINT)
 
         self._at(parts, replace_regular, create=True)
+
+    def append(self, parts: Sequence[str], data: bytes) -> None:
+        """Durably append to an existing regular, singly linked file: one write and one
+        fdatasync, no temp file, no rename and no directory sync (the name is durable
+        already). A symlink, another kind of file or a missing one is refused."""
+
+        def append_regular(dir_fd: int, name: str) -> None:
+            fd = os.open(name, APPEND_FLAGS, dir_fd=dir_fd)
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                    raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
+                fsio.append_durably(fd, data, POINT)
+            finally:
+                os.close(fd)
+
+        self._at(parts, append_regular)
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Durably create a file that must not exist yet; False (nothing written) if it does."""
