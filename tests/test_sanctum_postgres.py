@@ -119,6 +119,14 @@ def test_every_write_is_a_new_version_under_the_lease(
     assert [version for _, version, _, _ in persona] == [1, 2, 3]
     assert persona[-1][2] == b"# Persona\n\nthird\n"
     assert sanctum.read_text(PERSONA) == "# Persona\n\nthird\n"
+    sanctum.append(PERSONA, b"and more\n")  # a new version holding the whole file
+    persona = [row for row in versions(store.agent_id) if row[0] == "PERSONA.md"]
+    assert [version for _, version, _, _ in persona] == [1, 2, 3, 4]
+    assert persona[-1][2] == b"# Persona\n\nthird\nand more\n"
+    with pytest.raises(SanctumRefusal) as not_there:
+        sanctum.append(("memory", "nothing.md"), b"x")
+    assert not_there.value.code == NOT_FOUND
+    sanctum.replace(PERSONA, b"# Persona\n\nthird\n")
 
     sanctum.replace(("memory", "topics", "x.md"), b"x")  # its folder made with it
     sanctum.remove(("memory", "topics", "x.md"))

@@ -345,6 +345,13 @@ class PostgresSanctum(TextReads):
                 raise SanctumRefusal(IO, "destination is not a regular file")
             self._write([*self._missing_folders(path[:-1]), Change(path, "file", bytes(data))])
 
+    def append(self, parts: Sequence[str], data: bytes) -> None:
+        """Write a new version of an existing file: its content with `data` at the end."""
+        with self._lock:
+            path = tuple(parts)
+            content = self._file(path).content
+            self._write([Change(path, "file", content + bytes(data))])
+
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Write version 1 of a file that does not exist; False (nothing written) if it does."""
         with self._lock:
