@@ -1,8 +1,9 @@
 """The state store's schema in PostgreSQL, as named migrations applied once, in order.
 
-Every migration runs in its own transaction together with the row that records it in
-`singularity.migrations`; a transaction-scoped advisory lock keeps two runtimes starting
-at once from applying the same one twice. A database that records a migration this
+Each migration is written together with the row that records it in
+`singularity.migrations`, and those one start applies are one transaction: a failure
+leaves none of them applied nor recorded. A transaction-scoped advisory lock keeps two
+runtimes starting at once from applying the same one twice. A database that records a migration this
 version does not know was migrated by a newer version, and is refused.
 
 The activity journal is append-only in the database too: a trigger refuses every

@@ -1,0 +1,104 @@
+"""The PostgreSQL state store's schema: named migrations, recorded, applied once, in order.
+
+Against fresh databases of the session's real PostgreSQL server: a first `migrate`
+applies every migration in the order `MIGRATIONS` names them and records each; a second
+applies none; runtimes migrating one database at once apply each migration once between
+them; a database that records a migration this version does not know is refused with
+nothing applied; a migration that fails leaves neither its tables nor its record.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+
+from singularity.errors import StateError
+from singularity.store.postgres import migrations
+from singularity.store.postgres.migrations import MIGRATIONS, applied, migrate
+from tests.support.stores import store_url
+
+NAMES = [name for name, _ in MIGRATIONS]
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    """The URL of a new, empty database on the session's server."""
+    server_url = store_url()
+    name = f"migrations_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    yield f"{server_url.rsplit('/', 1)[0]}/{name}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def connected(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+def tables(db: psycopg.Connection[Any]) -> set[str]:
+    found = db.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'singularity'"
+    ).fetchall()
+    return {str(name) for (name,) in found}
+
+
+def test_every_migration_is_applied_once_in_order_and_recorded(database: str) -> None:
+    assert sorted(NAMES) == NAMES and len(set(NAMES)) == len(NAMES)  # named, in order
+    with connected(database) as db:
+        assert migrate(db) == NAMES
+        assert applied(db) == NAMES
+        assert {"beings", "leases", "activity", "sanctum_files", "places"} <= tables(db)
+        assert migrate(db) == []
+        assert applied(db) == NAMES
+        counted = db.execute("SELECT count(*) FROM singularity.migrations").fetchone()
+        assert counted == (len(NAMES),)
+
+
+def test_runtimes_migrating_at_once_apply_each_migration_once(database: str) -> None:
+    start = threading.Barrier(3)
+
+    def one_runtime() -> list[str]:
+        with connected(database) as db:
+            start.wait(timeout=60)
+            return migrate(db)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        running = [pool.submit(one_runtime) for _ in range(3)]
+        done = [each.result(timeout=120) for each in running]
+    assert sorted(done, key=len) == [[], [], NAMES]
+    with connected(database) as db:
+        assert applied(db) == NAMES
+
+
+def test_a_store_migrated_by_a_newer_version_is_refused(database: str) -> None:
+    with connected(database) as db:
+        migrate(db)
+        db.execute("INSERT INTO singularity.migrations (name) VALUES ('9999_from_the_future')")
+        with pytest.raises(StateError, match=r"migrated by a newer version .*9999_from_the_future"):
+            migrate(db)
+        assert applied(db) == [*NAMES, "9999_from_the_future"]
+
+
+def test_a_failing_migration_leaves_neither_its_tables_nor_its_record(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with connected(database) as db:
+        migrate(db)
+        broken = (
+            "9998_broken",
+            "CREATE TABLE singularity.half_made (id int); SELECT no_such_function();",
+        )
+        monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, broken))
+        with pytest.raises(psycopg.Error, match="no_such_function"):
+            migrate(db)
+        assert applied(db) == NAMES
+        assert "half_made" not in tables(db)
+        monkeypatch.undo()
+        assert migrate(db) == []
