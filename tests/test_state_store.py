@@ -4,6 +4,9 @@ What a step commits is what a reopened store loads, byte for byte (`state.json`'
 rendering); the activity journal and the archive keep every event and message in order;
 a second runtime is refused while the first holds the being; the change tracker writes
 only what changed and its replay rebuilds the same being from any sequence of changes.
+The directory backend checkpoints by itself at its record count and once its log
+outgrows twice `state.json`; a PostgreSQL step of a full being writes only its own rows,
+and the activity journal there refuses every UPDATE and DELETE.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -33,6 +37,7 @@ from tests.support.stores import (
     live_a_step,
     new_place,
     open_store,
+    store_url,
 )
 from tests.support.syncs import SyncLog
 
@@ -321,3 +326,101 @@ def test_a_torn_last_line_beside_an_empty_log_is_cut_at_boot(
         finally:
             store.close()
         assert journal.read_bytes() == complete + line, cut
+
+
+# When the directory backend checkpoints by itself, and what a PostgreSQL step writes.
+
+
+def _records(path: Path) -> int:
+    """How many records `state.redo` holds (each opens with its `R <seq> …` line)."""
+    return sum(line.startswith(b"R ") for line in (path / "state.redo").read_bytes().split(b"\n"))
+
+
+def test_the_log_is_checkpointed_at_its_record_count(tmp_path: Path) -> None:
+    path = tmp_path / "being"
+    store = DirectoryStore.open(str(path), checkpoint_records=5)
+    try:
+        state = a_being()
+        assert store.load() is None
+        store.commit(state, [{"type": "started", "at": AT}])  # a first commit checkpoints
+        for index in range(4):
+            store.commit(state, live_a_step(state, index))
+        assert (path / "state.json").read_bytes() != state.to_json()
+        assert _records(path) == 4
+        store.commit(state, live_a_step(state, 4))  # the fifth record
+        assert (path / "state.json").read_bytes() == state.to_json()
+        assert _records(path) == 0
+    finally:
+        store.close()
+
+
+def test_the_log_is_checkpointed_once_it_outgrows_twice_the_state(tmp_path: Path) -> None:
+    path = tmp_path / "being"
+    store = DirectoryStore.open(str(path), checkpoint_bytes=1)  # the bound: 2 × state.json
+    checkpoints = 0
+    try:
+        state = a_being()
+        store.load()
+        store.commit(state, [{"type": "started", "at": AT}])
+        for index in range(80):
+            before = (path / "state.json").read_bytes()
+            store.commit(state, live_a_step(state, index, memory_bytes=512))
+            written = (path / "state.json").read_bytes()
+            if written != before:
+                checkpoints += 1
+                assert written == state.to_json()
+            assert (path / "state.redo").stat().st_size <= 2 * len(written)
+    finally:
+        store.close()
+    assert checkpoints >= 2
+
+
+def test_a_step_of_a_full_being_in_postgres_writes_only_what_changed(tmp_path: Path) -> None:
+    agent = new_place("postgresql", tmp_path)
+    store = open_store("postgresql", agent)
+    try:
+        state = a_being(agent)
+        store.load()
+        for index in range(150):
+            live_a_step(state, index, memory_bytes=256)
+        store.commit(state, [{"type": "started", "at": AT}])
+        store.commit(state, live_a_step(state, 150))
+    finally:
+        store.close()
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        written = {
+            table: db.execute(
+                f"SELECT count(*) FROM singularity.{table} t WHERE t.agent_id = %s AND "
+                "t.xmin = (SELECT b.xmin FROM singularity.beings b WHERE b.agent_id = %s)",
+                (agent, agent),
+            ).fetchone()
+            for table in ("memories", "messages", "actions", "activity")
+        }
+        held = db.execute(
+            "SELECT count(*) FROM singularity.memories WHERE agent_id = %s", (agent,)
+        ).fetchone()
+    # The last step's transaction wrote its memory, its two messages, its action and its two
+    # events, whatever the being already held.
+    assert written == {"memories": (1,), "messages": (2,), "actions": (1,), "activity": (2,)}
+    assert held == (151,)
+
+
+def test_the_activity_journal_in_postgres_is_append_only(tmp_path: Path) -> None:
+    agent = new_place("postgresql", tmp_path)
+    store = open_store("postgresql", agent)
+    try:
+        store.load()
+        store.commit(a_being(agent), [{"type": "started", "at": AT}])
+    finally:
+        store.close()
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        for statement in (
+            "UPDATE singularity.activity SET line = line WHERE agent_id = %s",
+            "DELETE FROM singularity.activity WHERE agent_id = %s",
+        ):
+            with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+                db.execute(statement, (agent,))
+        kept = db.execute(
+            "SELECT count(*) FROM singularity.activity WHERE agent_id = %s", (agent,)
+        ).fetchone()
+    assert kept == (1,)
