@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from singularity.domain.records import ChildRecord
@@ -30,7 +29,7 @@ from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import Result, cli_args
 from tests.support.polling import wait_for
-from tests.support.stores import a_being, store_url
+from tests.support.stores import a_being, agent_rows, store_url
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 WRITE = "singularity_journal_write"
@@ -55,19 +54,6 @@ def journaling_being(root: Path, cli: Callable[..., Result], *extra: str) -> str
         lived = cli("once", *in_store(root, server, agent, "--journal-embedder", "hashing", *extra))
     assert lived.code == 0, lived.err
     return agent
-
-
-def store_rows(agent: str) -> dict[str, int]:
-    """How many rows of each table name the agent id (the store's footprint of it)."""
-    with psycopg.connect(store_url(), autocommit=True) as db:
-        return {
-            table: int(
-                db.execute(
-                    f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (agent,)
-                ).fetchone()[0]  # type: ignore[index]
-            )
-            for table in ("beings", "leases", "activity", "places")
-        }
 
 
 @pytest.mark.parametrize("journal_in_postgres", [False, True], ids=["sqlite", "postgresql"])
@@ -183,6 +169,8 @@ def test_an_unknown_agent_id_is_refused_and_nothing_is_written(
         refused = cli(*command, *at)
         assert refused.code == 4, command
         assert f"no being at being {ghost} in postgresql://" in refused.err, command
+    stamped = cli("sanctum", "tend", "--stamp", *at)  # the one sanctum command that writes
+    assert stamped.code == 4 and f"no being {ghost} in postgresql://" in stamped.err
     imported = cli("import", "--file", str(FIXTURES / "valid.json"), *at)
     assert imported.code == 4
     assert f"no being state exists for being {ghost} in postgresql://" in imported.err
@@ -190,7 +178,9 @@ def test_an_unknown_agent_id_is_refused_and_nothing_is_written(
     exported = cli("export", *at, "--to", str(tmp_path / "copy"))
     assert exported.code == 4 and f"no being {ghost} in postgresql://" in exported.err
     assert not (tmp_path / "copy").exists()
-    assert store_rows(ghost) == {"beings": 0, "leases": 0, "activity": 0, "places": 0}
+    rows = agent_rows(ghost)
+    assert {"beings", "leases", "activity", "places", "sanctum_files"} <= rows.keys()
+    assert set(rows.values()) == {0}, rows
     assert sorted(path.name for path in local.iterdir()) == files
 
 
@@ -336,4 +326,6 @@ def test_the_children_of_a_being_in_postgres(tmp_path: Path, cli: Callable[..., 
     missing = cli("children", "--state-url", store_url(), "--agent-id", ghost)
     assert missing.code == 4
     assert f"no being state exists for being {ghost} in postgresql://" in missing.err
-    assert store_rows(ghost) == {"beings": 0, "leases": 0, "activity": 0, "places": 0}
+    rows = agent_rows(ghost)
+    assert {"beings", "leases", "activity", "places", "sanctum_files"} <= rows.keys()
+    assert set(rows.values()) == {0}, rows

@@ -11,7 +11,7 @@ from singularity.errors import ConfigurationError, StateLockedError
 from singularity.store.base import NoBeing
 from singularity.store.directory import DirectoryStore
 from singularity.store.opening import StorePlace, open_store_at, peek_state_at
-from tests.support.stores import a_being, live_a_step, store_url
+from tests.support.stores import a_being, agent_rows, live_a_step, store_url
 
 
 @pytest.mark.parametrize(
@@ -122,29 +122,6 @@ def test_a_store_never_migrated_holds_no_being() -> None:
     assert peek_state_at(StorePlace.parse(url), "local") is None
 
 
-def agent_rows(url: str, agent: str) -> dict[str, int]:
-    """For every table of the store with an `agent_id` column, the rows that name `agent`."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as db:
-        tables = [
-            str(table)
-            for (table,) in db.execute(
-                "SELECT table_name FROM information_schema.columns "
-                "WHERE table_schema = 'singularity' AND column_name = 'agent_id' "
-                "ORDER BY table_name"
-            ).fetchall()
-        ]
-        return {
-            table: int(
-                db.execute(
-                    f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (agent,)
-                ).fetchone()[0]  # type: ignore[index]
-            )
-            for table in tables
-        }
-
-
 def test_an_unknown_being_opened_without_create_leaves_no_row() -> None:
     place = StorePlace.parse(store_url())
     known = f"agent-{uuid.uuid4().hex[:12]}"
@@ -157,7 +134,7 @@ def test_an_unknown_being_opened_without_create_leaves_no_row() -> None:
     ghost = f"agent-{uuid.uuid4().hex[:12]}"
     with pytest.raises(NoBeing, match=f"no being state exists for being {ghost} in postgresql"):
         open_store_at(place, ghost, create=False)
-    rows = agent_rows(store_url(), ghost)
+    rows = agent_rows(ghost)
     assert {"beings", "leases", "activity", "places", "sanctum_files"} <= rows.keys()
     assert set(rows.values()) == {0}
     again = open_store_at(place, known, create=False)  # a being that is there is opened

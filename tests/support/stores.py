@@ -3,7 +3,8 @@
 `open_store(backend, place)` opens a store the way the runtime does; `place` is a
 directory for `directory` and an agent id in the session's PostgreSQL server (started by
 `tests/support/postgres.py`) for `postgresql`. `a_being()` is a fresh being's state, and
-`live_a_step` changes a state the way one tool call of the loop does.
+`live_a_step` changes a state the way one tool call of the loop does; `agent_rows` is
+the footprint of an agent id in PostgreSQL (its rows in every table naming one).
 """
 
 from __future__ import annotations
@@ -27,6 +28,29 @@ AT = "2026-01-01T00:00:00Z"
 def store_url() -> str:
     """The URL of the session's PostgreSQL server."""
     return postgres_server().url
+
+
+def agent_rows(agent: str) -> dict[str, int]:
+    """For every table of the store with an `agent_id` column, the rows that name `agent`."""
+    import psycopg
+
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        tables = [
+            str(table)
+            for (table,) in db.execute(
+                "SELECT table_name FROM information_schema.columns "
+                "WHERE table_schema = 'singularity' AND column_name = 'agent_id' "
+                "ORDER BY table_name"
+            ).fetchall()
+        ]
+        return {
+            table: int(
+                db.execute(
+                    f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (agent,)
+                ).fetchone()[0]  # type: ignore[index]
+            )
+            for table in tables
+        }
 
 
 def new_place(backend: str, tmp_path: Path) -> str:

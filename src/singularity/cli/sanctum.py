@@ -31,6 +31,7 @@ from singularity.sanctum.seam import Sanctum
 from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.sanctum.transfer import export_sanctum, memory_chunks
 from singularity.sanctum.wake import map_text, wake
+from singularity.store.base import NoBeing
 from singularity.store.directory import peek_state
 from singularity.store.opening import StorePlace
 from singularity.timestamps import system_clock
@@ -88,7 +89,10 @@ def _opened(
         finally:
             sanctum.close()
         return
-    being = PostgresStore.open(place.location, settings.agent_id)
+    try:  # without create: a being the store lacks is refused before anything is written
+        being = PostgresStore.open(place.location, settings.agent_id, create=False)
+    except NoBeing:
+        raise StateError(f"no {label}") from None
     try:
         if being.load() is None:
             raise StateError(f"no {label}")
