@@ -119,7 +119,11 @@ def test_every_write_is_a_new_version_under_the_lease(
     assert [version for _, version, _, _ in persona] == [1, 2, 3]
     assert persona[-1][2] == b"# Persona\n\nthird\n"
     assert sanctum.read_text(PERSONA) == "# Persona\n\nthird\n"
-    sanctum.append(PERSONA, b"and more\n")  # a new version holding the whole file
+    # An append is a new version holding the whole file, written with the being's next step.
+    sanctum.append(PERSONA, b"and more\n")
+    assert sanctum.read_text(PERSONA) == "# Persona\n\nthird\nand more\n"
+    assert len([row for row in versions(store.agent_id) if row[0] == "PERSONA.md"]) == 3
+    store.commit(a_being(store.agent_id), [])
     persona = [row for row in versions(store.agent_id) if row[0] == "PERSONA.md"]
     assert [version for _, version, _, _ in persona] == [1, 2, 3, 4]
     assert persona[-1][2] == b"# Persona\n\nthird\nand more\n"
@@ -287,6 +291,21 @@ def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(
     assert pricing[0][3] is not None and pricing[1][3] == pricing[0][3] + 1  # two leases
     notes = [path for path, *_ in rows if path.startswith("memory/sessions/2")]
     assert notes, "the runtime's session notes are rows too"
+    # The day's first note makes its file; the second rides with the step that journals
+    # its `session_note_auto`: one transaction, one commit, for both.
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        written = db.execute(
+            "SELECT xmin::text FROM singularity.sanctum_files WHERE agent_id = %s "
+            "AND path LIKE 'memory/sessions/%%-runtime.md' ORDER BY version",
+            (agent,),
+        ).fetchall()
+        journaled = db.execute(
+            "SELECT xmin::text FROM singularity.activity WHERE agent_id = %s "
+            "AND type = 'session_note_auto' ORDER BY seq",
+            (agent,),
+        ).fetchall()
+    assert len(written) == len(journaled) == 2
+    assert written[0] != journaled[0] and written[1] == journaled[1]
 
     out = tmp_path / "out"
     exported = cli("sanctum", "export", *store, "--to", str(out))

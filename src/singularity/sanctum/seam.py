@@ -72,9 +72,11 @@ class Sanctum(Protocol):
         ...
 
     def append(self, parts: Sequence[str], data: bytes) -> None:
-        """Durably add `data` to the end of an existing file (a refusal when it is missing).
-
-        The cheap write of the session notes: in a folder, one write and one fdatasync."""
+        """Add `data` to the end of an existing file (a refusal when it is missing): the
+        cheap write of the session notes. In a folder it is durable when it returns (one
+        write, one fdatasync); in the rows of a running being it is written with the
+        being's next durable step, in its transaction (a session note and the
+        `session_note_auto` journaled after it are committed together)."""
         ...
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:

@@ -97,6 +97,17 @@ class Change:
         return _path(self.parts, self.kind)
 
 
+@dataclass(frozen=True)
+class Added:
+    """New versions of some entries: their numbers and the statement that adds them."""
+
+    lease: Lease
+    numbers: list[int]
+    sql: str
+    parameters: list[Any]
+    written_at: datetime
+
+
 def _ns(moment: datetime) -> int:
     return (moment - EPOCH) // timedelta(microseconds=1) * 1000
 
@@ -104,9 +115,18 @@ def _ns(moment: datetime) -> int:
 class PostgresSanctum(TextReads):
     """A being's sanctum in a PostgreSQL state store (see the module docstring)."""
 
-    def __init__(self, db: Connection, agent_id: str, label: str, lease: Lease | None) -> None:
-        """Over an open connection; `lease` None opens it read only."""
+    def __init__(
+        self,
+        db: Connection,
+        agent_id: str,
+        label: str,
+        lease: Lease | None,
+        steps: PostgresStore | None = None,
+    ) -> None:
+        """Over an open connection; `lease` None opens it read only. With `steps` (the
+        store holding the being) an append rides with the being's next step."""
         self.db = db
+        self.steps = steps
         self.agent_id = agent_id
         self.label = label
         self.lease = lease
@@ -123,7 +143,7 @@ class PostgresSanctum(TextReads):
         """The sanctum of the being `store` holds, written under its lease (own connection)."""
         db = connect(store.url, store.lease.seconds)
         try:
-            return cls(db, store.agent_id, store.label, store.lease)
+            return cls(db, store.agent_id, store.label, store.lease, store)
         except BaseException:
             db.close()
             raise
@@ -346,11 +366,22 @@ class PostgresSanctum(TextReads):
             self._write([*self._missing_folders(path[:-1]), Change(path, "file", bytes(data))])
 
     def append(self, parts: Sequence[str], data: bytes) -> None:
-        """Write a new version of an existing file: its content with `data` at the end."""
+        """Write a new version of an existing file: its content with `data` at the end.
+
+        In the sanctum of a running being (`steps`) the version is written in the being's
+        next step, in its transaction: the session note and the `session_note_auto` that
+        follows it are durable together, in one commit, or neither is.
+        """
         with self._lock:
             path = tuple(parts)
             content = self._file(path).content
-            self._write([Change(path, "file", content + bytes(data))])
+            changes = [Change(path, "file", content + bytes(data))]
+            if self.steps is None:
+                self._write(changes)
+                return
+            added = self._versions_of(changes)
+            self.steps.ride(lambda batch: batch.execute(added.sql, added.parameters))
+            self._index(changes, added)
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Write version 1 of a file that does not exist; False (nothing written) if it does."""
@@ -394,6 +425,22 @@ class PostgresSanctum(TextReads):
         them; nothing is indexed when the transaction is refused."""
         if not changes:
             return
+        added = self._versions_of(changes)
+        try:
+            batch = Batch(self.db)
+            batch.execute(HOLD, added.lease.hold_arguments())
+            batch.execute(added.sql, added.parameters)
+            batch.run()
+        except psycopg.Error as error:
+            if getattr(error, "sqlstate", None) == LEASE_LOST:
+                self.fenced = True
+                raise SanctumRefusal(IO, FENCED) from None
+            raise SanctumRefusal(IO, f"cannot write the sanctum of {self.label}: {error}") from None
+        self._index(changes, added)
+
+    def _versions_of(self, changes: list[Change]) -> Added:
+        """The next version of each change and the statement adding them; refused without
+        the lease."""
         if self.lease is None:
             raise SanctumRefusal(IO, READ_ONLY)
         if self.fenced:
@@ -411,18 +458,12 @@ class PostgresSanctum(TextReads):
                 written_at,
                 self.lease.epoch,
             ]
-        try:
-            batch = Batch(self.db)
-            batch.execute(HOLD, self.lease.hold_arguments())
-            batch.execute(ADD.format(values=values), parameters)
-            batch.run()
-        except psycopg.Error as error:
-            if getattr(error, "sqlstate", None) == LEASE_LOST:
-                self.fenced = True
-                raise SanctumRefusal(IO, FENCED) from None
-            raise SanctumRefusal(IO, f"cannot write the sanctum of {self.label}: {error}") from None
-        written_ns = _ns(written_at)
-        for change, number in zip(changes, numbers, strict=True):
+        return Added(self.lease, numbers, ADD.format(values=values), parameters, written_at)
+
+    def _index(self, changes: list[Change], added: Added) -> None:
+        """Take written versions into the index the reads use."""
+        written_ns = _ns(added.written_at)
+        for change, number in zip(changes, added.numbers, strict=True):
             self._versions[change.path] = number
             if change.kind == "dir":
                 self._index_folder(change.parts)

@@ -171,6 +171,8 @@ class PostgresStore:
         self._first: dict[str, int] = {}
         self._count: dict[str, int] = {}
         self._extra: dict[str, Any] = {}
+        self._riders: list[Callable[[Batch], None]] = []
+        """Statements that go with the next step (`ride`)."""
 
     @classmethod
     def open(
@@ -265,7 +267,7 @@ class PostgresStore:
             self.broken = True
             raise LeaseLost(f"{self.label}: another runtime took the being over")
         changes = self.tracker.diff(state)
-        if not changes and not events and self._exists:
+        if not changes and not events and not self._riders and self._exists:
             return
         try:
             batch = Batch(self.db)
@@ -282,6 +284,8 @@ class PostgresStore:
                 self._write_events(batch, events, hold=False)
             if also is not None:
                 also(batch)
+            for rider in self._riders:
+                rider(batch)
             batch.run()
         except psycopg.Error as error:
             self.broken = True
@@ -293,9 +297,15 @@ class PostgresStore:
             raise FatalIoError(f"cannot commit a step of {self.label}: {error}") from None
         self._exists = True
         self._extra = extra
+        self._riders.clear()
         self.events_at_open.extend(events)
         self._activity_seq += len(events)
         self._after(state, changes)
+
+    def ride(self, statements: Callable[[Batch], None]) -> None:
+        """Send `statements` in the next step's transaction: durable with that step, or not
+        at all (the sanctum's session note rides with the step that journals it)."""
+        self._riders.append(statements)
 
     def _write_being(self, batch: Batch, changes: Changes) -> dict[str, Any]:
         """Insert or update the being's row with the changed fields; the new `extra`."""
