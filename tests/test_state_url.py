@@ -250,7 +250,17 @@ def test_resuming_a_being_the_store_lacks_writes_nothing(
         refused.err
     )
     with psycopg.connect(store_url(), autocommit=True) as db:
+        # A store no earlier test of this worker migrated stays unmigrated: no table holds it.
+        migrated = {
+            name
+            for (name,) in db.execute(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = 'singularity'"
+            )
+        }
         for table in ("beings", "leases", "activity", "places"):
+            if table not in migrated:
+                continue
             found = db.execute(
                 f"SELECT count(*) FROM singularity.{table} WHERE agent_id = %s", (ghost,)
             ).fetchone()
