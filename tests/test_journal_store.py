@@ -19,7 +19,7 @@ import pytest
 from singularity.journal.embedders import HashingEmbedder
 from singularity.journal.keyring import Unreadable
 from singularity.journal.opening import open_journal
-from singularity.journal.records import MAX_ENTRIES_PER_DAY, Filter, Row
+from singularity.journal.records import MAX_ENTRIES_PER_DAY, Filter, JournalError, Row
 from singularity.journal.service import CapReached, Journal
 from tests.support.journal import config_of
 from tests.support.postgres import postgres_server
@@ -391,3 +391,38 @@ def test_row_times_survive_the_round_trip_to_the_microsecond(
     row: Row = journal.store.rows(ids=[entry])[0]
     assert row.created_at == clock.now
     assert journal.keyring.open(row) == "precise"
+
+
+def test_the_journal_connects_to_postgresql_as_the_state_store_does(tmp_path: Path) -> None:
+    import psycopg
+
+    from singularity.store.postgres.connection import CONNECT_TIMEOUT_SECS
+    from singularity.store.postgres.store import connect
+
+    state_dir = tmp_path / "being"
+    state_dir.mkdir(mode=0o700)
+
+    def opened(url: str) -> Journal | None:
+        return open_journal(config_of(state_dir, url=url), Clock(), embedder=HashingEmbedder())
+
+    with pytest.raises(JournalError) as unreachable:
+        opened("postgresql://nobody:secret@127.0.0.1:1/none")
+    said = str(unreachable.value)
+    assert "cannot connect to the journal database postgresql://nobody@127.0.0.1:1/none" in said
+    assert "secret" not in said
+    with pytest.raises(JournalError, match=r"--journal-url postgresql://db/x\?bogus=1: not a"):
+        opened("postgresql://db/x?bogus=1")  # refused before any connection, as --state-url is
+
+    journal = opened(postgres_server().url)
+    assert journal is not None
+    store = connect(postgres_server().url)
+    try:
+        link: Any = journal.store
+        timeouts = {
+            psycopg.conninfo.conninfo_to_dict(db.info.dsn).get("connect_timeout")
+            for db in (link.db, store)
+        }
+        assert timeouts == {str(CONNECT_TIMEOUT_SECS)}
+    finally:
+        store.close()
+        journal.close()

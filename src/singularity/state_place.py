@@ -18,9 +18,7 @@ from singularity.errors import ConfigurationError
 
 Backend = Literal["directory", "postgresql"]
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-POSTGRES_EXTRA = (
-    "the PostgreSQL state store needs the `postgres` extra (pip install 'singularity[postgres]')"
-)
+POSTGRES_EXTRA = "PostgreSQL needs the `postgres` extra (pip install 'singularity[postgres]')"
 
 
 def shown_url(url: str) -> str:
@@ -61,7 +59,7 @@ class StorePlace:
             raise ConfigurationError(f"{option} {shown}: not a valid URL: {error}") from None
         scheme = parts.scheme.lower()
         if scheme in POSTGRES_SCHEMES:
-            _check_postgres_url(url, option)
+            check_postgres_url(url, option)
             return cls("postgresql", url)
         if scheme == "file":
             if parts.netloc not in ("", "localhost"):
@@ -132,7 +130,9 @@ def settle_state_url(
     return place.location, None
 
 
-def _check_postgres_url(url: str, option: str) -> None:
+def check_postgres_url(url: str, option: str) -> None:
+    """Refuse (`ConfigurationError`, naming `option`) a PostgreSQL URL libpq cannot parse,
+    or any when psycopg is not installed; the state store's and the journal's URLs alike."""
     try:
         import psycopg
     except ImportError:

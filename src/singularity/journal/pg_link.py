@@ -5,7 +5,8 @@ is lost (a server restart, a network cut), the link reconnects with back-off: a 
 tries within the call (0, 0.25, 0.5 and 1 s apart), and if the server is still away, it
 fails fast until a wait that doubles up to a minute has passed. The statement is then
 run once more on the new connection, so every statement must be safe to repeat. What
-happened is kept in `notices`, for the activity journal.
+happened is kept in `notices`, for the activity journal. Each connection is opened as the
+state store opens its own (`store/postgres/connection.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from singularity.journal.records import JournalError
+from singularity.store.postgres.connection import open_connection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -54,7 +56,7 @@ class Link:
         self.db = self._connect()
 
     def _connect(self) -> Connection:
-        connection = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        connection = open_connection(self.url)
         try:
             self.prepare(connection)
         except BaseException:

@@ -24,6 +24,7 @@ from psycopg import sql
 
 from singularity.journal.pg_link import Link
 from singularity.journal.records import EVERYTHING, Filter, JournalError, Row, Vector
+from singularity.store.postgres.connection import connect_failure, warn_unless_durable
 
 log = logging.getLogger(__name__)
 COLUMNS = (
@@ -125,7 +126,7 @@ class PostgresStore:
         try:
             store.link = Link(url, store._prepare)
         except psycopg.OperationalError as error:
-            raise JournalError(f"cannot connect to the journal database: {error}") from None
+            raise JournalError(connect_failure("the journal database", url, error)) from None
         except psycopg.Error as error:
             raise JournalError(f"cannot prepare the journal database: {error}") from None
         return store
@@ -139,10 +140,7 @@ class PostgresStore:
         if installed is None:
             db.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(db)
-        for setting in ("fsync", "synchronous_commit"):
-            row = db.execute(sql.SQL("SHOW {}").format(sql.Identifier(setting))).fetchone()
-            if row is not None and row[0] == "off":
-                log.warning("the journal database runs with %s=off: writes may be lost", setting)
+        warn_unless_durable(db, "the journal database")
         schema = sql.Identifier(self.schema)
         with db.transaction():
             db.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))

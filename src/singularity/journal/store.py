@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 
 from singularity.errors import ConfigurationError
 from singularity.journal.keyring import Keyring
-from singularity.journal.records import EVERYTHING, Filter, Row, Vector
+from singularity.journal.records import EVERYTHING, Filter, JournalError, Row, Vector
+from singularity.state_place import check_postgres_url
 
 DATABASE_FILE = "journal.sqlite3"
 log = logging.getLogger(__name__)
@@ -95,6 +96,10 @@ def open_store(url: str | None, state_dir: str, keyring: Keyring) -> JournalStor
     journal_id = keyring.journal_id
     if is_postgres(url):
         assert url is not None
+        try:  # as `--state-url` is checked, and a failure is the journal's, as a connection's is
+            check_postgres_url(url, "--journal-url")
+        except ConfigurationError as refused:
+            raise JournalError(str(refused)) from None
         from singularity.journal.pg_store import PostgresStore
 
         return PostgresStore.open(url, journal_id)

@@ -22,6 +22,7 @@ import psycopg
 
 from singularity.errors import StateLockedError
 from singularity.store.base import NoBeing
+from singularity.store.postgres.connection import open_connection
 
 log = logging.getLogger(__name__)
 DEFAULT_LEASE_SECS = 30.0
@@ -106,7 +107,7 @@ class Renewer:
             while not self._stop.wait(lease.seconds / 3):
                 try:
                     if db is None or db.closed or db.broken:
-                        db = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+                        db = open_connection(self._url)
                     done = db.execute(
                         RENEW, (lease.seconds, lease.agent_id, lease.owner, lease.epoch)
                     )

@@ -28,6 +28,11 @@ from singularity.store.base import Event, LeaseLost, NoBeing, state_of
 from singularity.store.changes import Changes, ListChange, Tracker
 from singularity.store.postgres import lease as leases
 from singularity.store.postgres import rows
+from singularity.store.postgres.connection import (
+    connect_failure,
+    open_connection,
+    warn_unless_durable,
+)
 from singularity.store.postgres.migrations import LEASE_LOST, migrate, migrated
 
 log = logging.getLogger(__name__)
@@ -42,16 +47,13 @@ def connect(url: str, lease_secs: float = leases.DEFAULT_LEASE_SECS) -> Connecti
     the runtime taking over waiting: the server ends such a session after the lease's time.
     """
     try:
-        db = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        db = open_connection(url)
     except psycopg.Error as error:
-        raise StateError(f"cannot connect to the state store {shown_url(url)}: {error}") from None
+        raise StateError(connect_failure("the state store", url, error)) from None
     timeout = max(1000, int(lease_secs * 1000))
     db.execute(f"SET idle_in_transaction_session_timeout = {timeout}")
     set_json_loads(lambda text: text if isinstance(text, str) else bytes(text).decode(), db)
-    for setting in ("fsync", "synchronous_commit"):
-        row = db.execute(f"SHOW {setting}").fetchone()
-        if row is not None and row[0] == "off":
-            log.warning("the state store runs with %s=off: committed steps may be lost", setting)
+    warn_unless_durable(db, "the state store")
     return db
 
 
