@@ -18,6 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from singularity.domain.records import MemoryEntry
 from singularity.errors import StateLockedError
 from singularity.sanctum import tools, writing
 from singularity.sanctum.entries import export_folder
@@ -33,7 +34,7 @@ from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.files import tree
 from tests.support.loop_http import Result
 from tests.support.sanctum import being_args
-from tests.support.stores import a_being, new_place, store_url
+from tests.support.stores import AT, a_being, agent_rows, new_place, store_url
 
 PERSONA = ("PERSONA.md",)
 
@@ -341,3 +342,56 @@ def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(
     assert cli("sanctum", "tend", *store).out.splitlines()[-1] == "nothing to tend"
     nobody = cli("sanctum", "ls", "--state-url", store_url(), "--agent-id", "agent-nobody")
     assert nobody.code == 4 and "no being agent-nobody in postgresql://" in nobody.err
+
+
+def test_init_and_import_memories_on_a_being_in_postgresql(
+    tmp_path: Path, cli: Callable[..., Result]
+) -> None:
+    agent = new_place("postgresql", tmp_path)
+    at = ["--state-url", store_url(), "--agent-id", agent, "--state-dir", str(tmp_path / "b")]
+    being = PostgresStore.open(store_url(), agent)  # a being with memories, no sanctum rows
+    try:
+        being.load()
+        state = a_being(agent)
+        state.mind.remember(
+            MemoryEntry(id="m-1", kind="fact", text="the operator likes tea", created_at=AT)
+        )
+        being.commit(state, [])
+    finally:
+        being.close()
+    not_yet = cli("sanctum", "import-memories", *at)
+    assert not_yet.code == 4 and "has no sanctum yet" in not_yet.err, not_yet.err
+    assert versions(agent) == []
+
+    made = cli("sanctum", "init", *at)
+    assert made.code == 0, made.err
+    assert made.out.strip() == f"created the sanctum at being {agent} in {store_url()}"
+    assert not (tmp_path / "b" / "sanctum").exists()  # rows, not a folder
+    persona = [row for row in versions(agent) if row[0] == "PERSONA.md"]
+    assert len(persona) == 1 and persona[0][2] is not None and b"# Persona" in persona[0][2]
+    assert cli("sanctum", "init", *at).out.startswith("already born: being ")
+    by_variable = cli("sanctum", "init", "--agent-id", agent, SINGULARITY_STATE_URL=store_url())
+    assert by_variable.code == 0 and by_variable.out.startswith("already born: being ")
+
+    imported = cli("sanctum", "import-memories", *at)
+    assert imported.code == 0, imported.err
+    [path] = json.loads(imported.out)["written"]
+    raw = cli("sanctum", "show", path, *at)
+    assert raw.code == 0 and "[fact] the operator likes tea" in raw.out, raw.err
+    assert raw.out.startswith("---\nstatus: raw\n")
+    again = cli("sanctum", "import-memories", *at)
+    assert again.code == 4 and "written once" in again.err
+
+    held = PostgresStore.open(store_url(), agent)  # as a running being would
+    try:
+        for command in ("init", "import-memories"):
+            refused = cli("sanctum", command, *at)
+            assert refused.code == 4 and "another runtime owns" in refused.err, command
+    finally:
+        held.close()
+    ghost = new_place("postgresql", tmp_path)
+    for command in ("init", "import-memories"):
+        unknown = cli("sanctum", command, "--state-url", store_url(), "--agent-id", ghost)
+        assert unknown.code == 4 and f"being {ghost} in postgresql://" in unknown.err, command
+        assert "no being" in unknown.err, command
+    assert set(agent_rows(ghost).values()) == {0}

@@ -21,6 +21,7 @@ from singularity.config import (
     Settings,
 )
 from singularity.domain.identity import identity_from
+from singularity.domain.state import AgentState
 from singularity.errors import StateError
 from singularity.sanctum import tools, writing
 from singularity.sanctum.entries import export_folder, read_folder
@@ -33,12 +34,11 @@ from singularity.sanctum.transfer import export_sanctum, memory_chunks
 from singularity.sanctum.wake import map_text, wake
 from singularity.store.base import NoBeing
 from singularity.store.directory import peek_state
-from singularity.store.opening import StorePlace
+from singularity.store.opening import StorePlace, peek_state_at
 from singularity.timestamps import system_clock
 
 # Where the sanctum is; the Pulse options matter only to `init` and `pulse`.
 SANCTUM_DIR_OPTIONS = (OPTIONS_BY_NAME["sanctum_dir"],)
-sanctum_options = with_options(STATE_OPTIONS + SANCTUM_DIR_OPTIONS)
 store_sanctum_options = with_options(STATE_OPTIONS + STORE_OPTIONS + AGENT_ID + SANCTUM_DIR_OPTIONS)
 """A sanctum wherever its being lives: a folder, or the rows of a being in PostgreSQL."""
 
@@ -65,7 +65,8 @@ def _opened(
 ) -> Iterator[tuple[Sanctum, str]]:
     """The being's sanctum and where it is: its folder, or (`--state-url postgresql://…`)
     its rows, read without the lease, or with `write` under it (refused while the being
-    runs). A sanctum not made yet is refused, unless `unborn` (rows only)."""
+    runs). A sanctum not made yet is refused, unless `unborn` (rows only: `init` makes
+    them, `wake` reads them)."""
     place = StorePlace.chosen(settings.state_dir, settings.state_url)
     if not place.is_postgres:
         settings = dataclasses.replace(settings, state_dir=place.location)
@@ -98,7 +99,7 @@ def _opened(
             raise StateError(f"no {label}")
         held = held_sanctum(being, _root(settings))
         try:
-            if held.is_empty:
+            if held.is_empty and not unborn:
                 raise StateError(unmade)
             yield held, label
         finally:
@@ -118,23 +119,43 @@ def _run(
 ) -> dict[str, Any]:
     """Run a sanctum tool for the operator; a refusal ends the command (exit 4)."""
     with _opened(settings, write=write) as (store, where):
-        done = tool(_context(store, where), arguments)
+        return _call(_context(store, where), tool, arguments)
+
+
+def _call(context: tools.Context, tool: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    done = tool(context, arguments)
     content: dict[str, Any] = done.outcome.content
     if done.outcome.error_code is not None:
         raise StateError(f"sanctum: {content['message']} ({done.outcome.error_code})")
     return content
 
 
+def _being_at(settings: Settings) -> tuple[AgentState | None, str]:
+    """The being's state, read without its hold, and where it lives for messages (its
+    state directory's path, or `being A in postgresql://…`)."""
+    place = StorePlace.chosen(settings.state_dir, settings.state_url)
+    where = place.label(settings.agent_id) if place.is_postgres else place.location
+    return peek_state_at(place, settings.agent_id), where
+
+
 @sanctum.command("init")
-@with_options(IDENTITY_OPTIONS + STATE_OPTIONS + SANCTUM_OPTIONS)
+@with_options(IDENTITY_OPTIONS + STATE_OPTIONS + STORE_OPTIONS + SANCTUM_OPTIONS)
 def init_command(**params: Any) -> None:
     """Create the sanctum, or finish one cut off half-way; an existing file is never touched."""
-    settings = settings_from(params)
+    settings = settings_from(params, on_postgres=True)
     config = SanctumConfig.from_settings(settings)
+    pulse = (config.frequency, config.quiet_hours) if config.pulse else None
+    if StorePlace.chosen(settings.state_dir, settings.state_url).is_postgres:
+        state, where = _being_at(settings)
+        if state is None:  # its rows are made under its lease, which a being must exist for
+            raise StateError(f"no being at {where}")
+        with _opened(settings, write=True, unborn=True) as (rows, where):
+            birth = initialize(rows, Seed(state.identity, state.started_at[:10], pulse))
+        click.echo(birth.report(where))
+        return
     state = peek_state(settings.state_dir)
     identity = state.identity if state is not None else identity_from(settings)
     born = state.started_at[:10] if state is not None else today(system_clock)
-    pulse = (config.frequency, config.quiet_hours) if config.pulse else None
     ensure_root(config.root)
     store = SanctumStore(config.root)
     try:
@@ -214,19 +235,20 @@ def export_command(archive: str | None, to: str | None, **params: Any) -> None:
 
 
 @sanctum.command("import-memories")
-@sanctum_options
+@store_sanctum_options
 def import_memories_command(**params: Any) -> None:
-    """Write the being's memories (from state.json) to raw/ as material to distill."""
-    settings = settings_from(params)
-    state = peek_state(settings.state_dir)
+    """Write the being's memories (from its state) to raw/ as material to distill."""
+    settings = settings_from(params, on_postgres=True)
+    state, where = _being_at(settings)
     if state is None:
-        raise StateError(f"no being at {settings.state_dir}")
+        raise StateError(f"no being at {where}")
     written = []
-    for index, chunk in enumerate(memory_chunks(state.mind.memories), start=1):
-        descriptor = "memories" if index == 1 else f"memories-{index}"
-        arguments = {"area": "mind", "descriptor": descriptor, "content": chunk}
-        content = _run(settings, writing.intake_tool, arguments)
-        written.append(content["path"])
+    with _opened(settings, write=True) as (store, root):
+        context = _context(store, root)
+        for index, chunk in enumerate(memory_chunks(state.mind.memories), start=1):
+            descriptor = "memories" if index == 1 else f"memories-{index}"
+            arguments = {"area": "mind", "descriptor": descriptor, "content": chunk}
+            written.append(_call(context, writing.intake_tool, arguments)["path"])
     print_json({"memories": len(state.mind.memories), "written": written})
 
 
