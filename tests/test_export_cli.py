@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,22 +18,12 @@ import pytest
 
 from singularity.store.directory import DirectoryStore
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.commands import run_singularity as singularity
 from tests.support.files import tree
 from tests.support.sanctum import being_args
 from tests.support.stores import store_url
 
 FILES = ("state.json", "activity.jsonl")
-
-
-def singularity(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SINGULARITY), *args],
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def live(root: Path, agent: str, turns: list[Turn], *extra: str) -> None:

@@ -31,7 +31,7 @@ from singularity.journal.service import Journal
 from singularity.store.opening import StorePlace, holds_being_at
 from singularity.store.transfer import copy_being
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.commands import SINGULARITY, clean_environment
+from tests.support.commands import run_singularity as singularity
 from tests.support.files import tree
 from tests.support.journal import config_of, new_being
 from tests.support.sanctum import being_args
@@ -41,16 +41,6 @@ from tests.support.syncs import SyncLog
 WRITE, RECALL = "singularity_journal_write", "singularity_journal_recall"
 THOUGHTS = ("the orchard gate sticks in the rain", "the heron came back at dawn")
 HASHING = ("--journal-embedder", "hashing")
-
-
-def singularity(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SINGULARITY), *args],
-        env=clean_environment(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pytest
 from singularity.gateway import encoding
 from singularity.jsoncodec import compact_utf8
 from singularity.testing.scripted_server import ScriptedServer, Turn
-from tests.support.loop_http import bodies, boot, run
+from tests.support.loop_http import bodies, boot, live_one_cycle, run
 
 REMEMBER = "singularity_memory_remember"
 
@@ -30,15 +30,7 @@ def test_each_message_of_a_cycles_requests_is_encoded_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with ScriptedServer([Turn.text("born")]) as server:
-
-        async def birth() -> None:
-            runtime = boot(tmp_path, server)
-            try:
-                await runtime.once()
-            finally:
-                await runtime.shutdown()
-
-        run(birth())
+        live_one_cycle(tmp_path, server)
 
     produced: list[bytes] = []
 

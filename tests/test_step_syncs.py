@@ -17,7 +17,7 @@ from typing import Any
 
 from singularity.domain.state import AgentState
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
-from tests.support.loop_http import boot, run
+from tests.support.loop_http import boot, live_one_cycle, run
 from tests.support.syncs import SyncLog
 
 ADD_RULE = "singularity_self_add_rule"
@@ -29,15 +29,7 @@ def test_every_durable_step_of_a_cycle_is_one_data_sync_of_the_log(
     tmp_path: Path, sync_log: SyncLog
 ) -> None:
     with ScriptedServer([Turn.text("born")]) as server:
-
-        async def birth() -> None:
-            runtime = boot(tmp_path, server)
-            try:
-                await runtime.once()
-            finally:
-                await runtime.shutdown()
-
-        run(birth())
+        live_one_cycle(tmp_path, server)
 
     script = [
         Turn.tool_calls(

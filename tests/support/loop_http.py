@@ -71,6 +71,19 @@ def boot(
     return Runtime.boot(settings(root, server, **extra), extra_toolsets=extra_toolsets)
 
 
+def live_one_cycle(root: Path, server: ScriptedServer, **extra: object) -> None:
+    """Boot the being in `root`, live one cycle on `server` and shut it down."""
+
+    async def cycle() -> None:
+        runtime = boot(root, server, **extra)
+        try:
+            await runtime.once()
+        finally:
+            await runtime.shutdown()
+
+    run(cycle())
+
+
 def state_of(root: Path) -> AgentState:
     """The being's current state: `state.json` with `state.redo` replayed onto it."""
     state = peek_state(str(root / "being"))
