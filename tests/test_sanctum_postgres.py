@@ -11,7 +11,6 @@ cannot write.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import psycopg
 import pytest
 
 from singularity.domain.records import MemoryEntry
-from singularity.errors import StateLockedError
 from singularity.sanctum import tools, writing
 from singularity.sanctum.entries import export_folder
 from singularity.sanctum.extension import open_folder
@@ -34,7 +32,7 @@ from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.files import tree
 from tests.support.loop_http import Result
 from tests.support.sanctum import being_args
-from tests.support.stores import AT, a_being, agent_rows, new_place, store_url
+from tests.support.stores import AT, a_being, agent_rows, new_place, once_free, store_url
 
 PERSONA = ("PERSONA.md",)
 
@@ -256,14 +254,7 @@ def test_a_runtime_whose_lease_was_taken_over_cannot_write_its_sanctum(tmp_path:
 
 
 def _take_over(url: str, place: str) -> PostgresStore:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return PostgresStore.open(url, place, lease_secs=30)
-        except StateLockedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)  # polling for the frozen runtime's lease to run out
+    return once_free(lambda: PostgresStore.open(url, place, lease_secs=30), place, interval=0.05)
 
 
 def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(

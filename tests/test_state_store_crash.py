@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from singularity.errors import StateLockedError
 from singularity.store.base import StateStore
-from tests.support.stores import BACKENDS, new_place, open_store, store_url
+from tests.support.stores import BACKENDS, new_place, once_free, open_store, store_url
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_KILLS = 10
@@ -50,14 +49,7 @@ def _worker(backend: str, place: str, checkpoint: int) -> subprocess.Popen[str]:
 
 
 def _reopen(backend: str, place: str) -> StateStore:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return open_store(backend, place)
-        except StateLockedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(LEASE_SECS / 4)  # polling for the killed worker's lease to run out
+    return once_free(lambda: open_store(backend, place), place, interval=LEASE_SECS / 4)
 
 
 def _crash_loop(backend: str, tmp_path: Path, kills: int) -> None:

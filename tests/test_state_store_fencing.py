@@ -20,7 +20,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -38,21 +37,18 @@ from tests.support.commands import clean_environment
 from tests.support.loop_crash_ledger import debit_ids, ledger_problems
 from tests.support.loop_crash_scenario import turns
 from tests.support.polling import wait_for
-from tests.support.stores import a_being, live_a_step, new_place, store_url
+from tests.support.stores import a_being, live_a_step, new_place, once_free, store_url
 
 ROOT = Path(__file__).resolve().parent.parent
 LEASE_SECS = 1.0
 
 
 def _take_over(url: str, place: str) -> PostgresStore:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return PostgresStore.open(url, place, lease_secs=LEASE_SECS)
-        except StateLockedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(LEASE_SECS / 4)  # polling for the frozen runtime's lease to run out
+    return once_free(
+        lambda: PostgresStore.open(url, place, lease_secs=LEASE_SECS),
+        place,
+        interval=LEASE_SECS / 4,
+    )
 
 
 @pytest.mark.timeout(120)

@@ -4,23 +4,29 @@
 directory for `directory` and an agent id in the session's PostgreSQL server (started by
 `tests/support/postgres.py`) for `postgresql`. `a_being()` is a fresh being's state, and
 `live_a_step` changes a state the way one tool call of the loop does; `agent_rows` is
-the footprint of an agent id in PostgreSQL (its rows in every table naming one).
+the footprint of an agent id in PostgreSQL (its rows in every table naming one);
+`once_free` opens a store as soon as the hold of a runtime that stopped renewing it ends.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 from singularity.config import resolve
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ActionRecord, MemoryEntry
 from singularity.domain.state import AgentState
+from singularity.errors import StateLockedError
 from singularity.store.base import Event, StateStore
 from singularity.store.opening import StorePlace, open_store_at
+from tests.support.polling import wait_for
 from tests.support.postgres import postgres_server
 
+S = TypeVar("S", bound=StateStore)
 BACKENDS = ("directory", "postgresql")
 AT = "2026-01-01T00:00:00Z"
 
@@ -65,6 +71,22 @@ def open_store(backend: str, place: str) -> StateStore:
     if backend == "directory":
         return open_store_at(StorePlace.directory(place), "local")
     return open_store_at(StorePlace.parse(store_url()), place)
+
+
+def once_free(open_it: Callable[[], S], place: str, *, interval: float) -> S:
+    """`open_it()` retried every `interval` seconds while another runtime's hold on `place`
+    (a frozen or killed one's lease, left to run out) refuses it."""
+    opened: list[S] = []
+
+    def opens() -> bool:
+        try:
+            opened.append(open_it())
+        except StateLockedError:
+            return False
+        return True
+
+    wait_for(opens, f"the hold on {place} to run out", interval=interval)
+    return opened[0]
 
 
 def a_being(agent_id: str = "local") -> AgentState:
