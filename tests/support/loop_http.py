@@ -71,11 +71,11 @@ def boot(
     return Runtime.boot(settings(root, server, **extra), extra_toolsets=extra_toolsets)
 
 
-def live_one_cycle(root: Path, server: ScriptedServer, **extra: object) -> None:
+def live_one_cycle(root: Path, server: ScriptedServer) -> None:
     """Boot the being in `root`, live one cycle on `server` and shut it down."""
 
     async def cycle() -> None:
-        runtime = boot(root, server, **extra)
+        runtime = boot(root, server)
         try:
             await runtime.once()
         finally:
