@@ -110,16 +110,19 @@ def test_a_postgres_being_peeked_while_its_runtime_holds_the_lease() -> None:
         again.close()
 
 
-def test_a_store_never_migrated_holds_no_being() -> None:
+def _empty_database() -> str:
+    """The URL of a new database on the session's server, never migrated."""
     import psycopg
 
     server_url = store_url()
     name = f"empty_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server_url, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {name}")
-    parts = server_url.rsplit("/", 1)
-    url = f"{parts[0]}/{name}"
-    assert peek_state_at(StorePlace.parse(url), "local") is None
+    return f"{server_url.rsplit('/', 1)[0]}/{name}"
+
+
+def test_a_store_never_migrated_holds_no_being() -> None:
+    assert peek_state_at(StorePlace.parse(_empty_database()), "local") is None
 
 
 def test_an_unknown_being_opened_without_create_leaves_no_row() -> None:
@@ -148,11 +151,7 @@ def test_an_unknown_being_opened_without_create_leaves_no_row() -> None:
 def test_a_store_never_migrated_stays_so_when_opened_without_create() -> None:
     import psycopg
 
-    server_url = store_url()
-    name = f"empty_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {name}")
-    url = f"{server_url.rsplit('/', 1)[0]}/{name}"
+    url = _empty_database()
     with pytest.raises(NoBeing):
         open_store_at(StorePlace.parse(url), "local", create=False)
     with psycopg.connect(url, autocommit=True) as db:
