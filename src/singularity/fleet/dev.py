@@ -8,6 +8,7 @@ on loopback, until Ctrl-C. Nothing is downloaded. The tests start the same serve
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -46,6 +47,21 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def _serves(target: str) -> bool:
+    """Whether Temporal's frontend at `target` answers a client (it listens well before
+    it is healthy, and a client that comes too early is turned away)."""
+    from temporalio.client import Client
+
+    async def probe() -> None:
+        await Client.connect(target)
+
+    try:
+        asyncio.run(probe())
+    except RuntimeError:
+        return False
+    return True
 
 
 def _accepts(host: str, port: int) -> bool:
@@ -94,8 +110,8 @@ class TemporalDevServer:
         return f"{self.host}:{self.port}"
 
     def start(self) -> TemporalDevServer:
-        """Start it and wait until it listens; on a free port of its own choosing, start
-        again on another if the one it chose was taken before the server bound it."""
+        """Start it and wait until it serves clients; on a free port of its own choosing,
+        start again on another if the one it chose was taken before the server bound it."""
         chosen = not self.port
         for _ in range(START_ATTEMPTS if chosen else 1):
             if chosen:
@@ -139,6 +155,11 @@ class TemporalDevServer:
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeFailure(f"temporal server start-dev did not listen on {self.target}")
+            time.sleep(POLL_SECS)
+        while not _serves(self.target):
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeFailure(f"temporal server start-dev did not serve on {self.target}")
             time.sleep(POLL_SECS)
         return True
 
