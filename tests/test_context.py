@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from singularity.domain.records import ChatMessage
-from singularity.mind.context import estimate_tokens, select_context
+from singularity.mind.context import estimate_tokens, message_size, select_context
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from tests.support.loop_http import boot, state_of
@@ -178,6 +178,60 @@ def test_the_most_whole_history_that_fits_is_sent() -> None:
         else:
             assert cost(sent) > budget or sent[0] is transcript.opening[0]
             reached.note("nothing whole fits")
+
+    one_request()
+    reached.assert_all()
+
+
+def selected_by_definition(
+    messages: list[ChatMessage], budget: int, opening: list[ChatMessage] | None
+) -> list[ChatMessage]:
+    """Decision 8 read literally, every message of the window measured: what
+    `select_context` must choose while measuring only what it sends."""
+    if opening is None:
+        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        opening = [messages[users[-1]]] if users else []
+    present = [i for i, m in enumerate(messages) if any(m is o for o in opening)]
+    if opening and len(present) == len(opening):
+        for start in range(present[0] + 1):
+            if messages[start]["role"] == "user" and cost(messages[start:]) <= budget:
+                return messages[start:]
+    rounds_from = present[-1] + 1 if present else 0
+    starts = [i for i in range(rounds_from, len(messages)) if messages[i]["role"] == "assistant"]
+    for start in starts:
+        if cost(messages[start:]) <= budget - cost(opening):
+            return [*opening, *messages[start:]]
+    return [*opening, *(messages[starts[-1] :] if starts else [])]
+
+
+def test_only_the_messages_sent_are_measured_and_the_choice_is_the_definitions() -> None:
+    reached = Reached("given opening", "last user message", "measured less than the window")
+
+    @settings(max_examples=300)
+    @given(transcript=transcripts(), budget=st.integers(-5, 20000), given_opening=st.booleans())
+    def one_request(transcript: Transcript, budget: int, given_opening: bool) -> None:
+        messages = transcript.messages
+        opening = transcript.opening if given_opening else None
+        measured: list[ChatMessage] = []
+
+        def size_of(message: ChatMessage) -> int:
+            measured.append(message)
+            return message_size(message)
+
+        sent = select_context(messages, budget, opening, size_of=size_of)
+        assert sent == selected_by_definition(messages, budget, opening)
+        # What is measured of the window is its newest messages, as far back as the budget
+        # reaches and one more: never the whole window when only part of it fits.
+        # (The opening is always sent, so it is measured wherever it is.)
+        users = [m for m in messages if m["role"] == "user"]
+        head = opening if opening is not None else users[-1:]
+        rest = [m for m in messages if not any(m is h for h in head)]
+        newest = [m for m in rest if any(m is n for n in measured)]
+        assert newest == rest[len(rest) - len(newest) :]
+        assert cost(newest[1:]) <= max(budget, 0)
+        reached.note("given opening" if given_opening else "last user message")
+        if len(newest) < len(rest):
+            reached.note("measured less than the window")
 
     one_request()
     reached.assert_all()

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from singularity.gateway.encoding import EncodedMessages, WireCache
+from singularity.gateway.encoding import SWEEP_SLACK, EncodedMessages, WireCache
 from singularity.gateway.wire import completion_body
 from singularity.jsoncodec import compact_utf8
 from singularity.mind.context import estimate_tokens, message_size, select_context
@@ -117,14 +117,28 @@ def test_a_replaced_value_is_encoded_anew() -> None:
     assert cache.bytes_of(message) == b'{"role":"tool","content":"token [withheld]","name":"t"}'
 
 
-def test_forgotten_messages_are_encoded_again() -> None:
+def test_forgotten_messages_are_encoded_again_once_they_outnumber_the_kept() -> None:
     cache = WireCache()
-    kept, gone = {"role": "user", "content": "a"}, {"role": "user", "content": "b"}
-    kept_bytes, gone_bytes = cache.bytes_of(kept), cache.bytes_of(gone)
-    cache.keep_only([kept])
+    kept: dict[str, Any] = {"role": "user", "content": "a"}
+    gone = [{"role": "user", "content": f"b{index}"} for index in range(SWEEP_SLACK + 2)]
+    kept_bytes, gone_bytes = cache.bytes_of(kept), [cache.bytes_of(m) for m in gone]
+    cache.keep_only([kept, *gone[1:]])  # as many entries as kept: nothing is swept
+    assert cache.bytes_of(gone[0]) is gone_bytes[0]
+    cache.keep_only([kept], [])
     assert cache.bytes_of(kept) is kept_bytes
-    again = cache.bytes_of(gone)
-    assert again == gone_bytes and again is not gone_bytes
+    again = cache.bytes_of(gone[0])
+    assert again == gone_bytes[0] and again is not gone_bytes[0]
+
+
+def test_a_replaced_system_message_is_forgotten_at_once() -> None:
+    cache = WireCache()
+    old = cache.system("the prompt and twenty memories")
+    old_bytes = cache.bytes_of(old)
+    assert cache.system("the prompt and twenty memories") is old
+    new = cache.system("the prompt and a new memory")
+    assert new is not old and cache.bytes_of(new) == compact_utf8(new)
+    again = cache.bytes_of(old)
+    assert again == old_bytes and again is not old_bytes
 
 
 def test_the_tools_array_follows_the_definitions() -> None:

@@ -14,14 +14,16 @@ objects; it also holds the message itself, so that its `id` cannot be reused mea
 
 from __future__ import annotations
 
+import itertools
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from singularity.jsoncodec import compact_utf8
 from singularity.tools.base import ToolDefinition
 
 Message = Mapping[str, Any]
+SWEEP_SLACK = 64
 
 
 class EncodedMessages(Sequence[Message]):
@@ -86,8 +88,14 @@ class WireCache:
         """The system message of `text`: the one of the round before while its text is the
         same, so that its bytes (the largest part of a request) are not encoded again."""
         if self._system["content"] != text:
+            self._forget(self._system)  # the largest entry, never sent again
             self._system = {"role": "system", "content": text}
         return self._system
+
+    def _forget(self, message: Message) -> None:
+        entry = self._entries.get(id(message))
+        if entry is not None and entry[0] is message:
+            del self._entries[id(message)]
 
     def bytes_of(self, message: Message) -> bytes:
         """The message's compact UTF-8 JSON (a lone surrogate written as U+FFFD)."""
@@ -108,11 +116,18 @@ class WireCache:
             return messages
         return EncodedMessages(messages, [self.bytes_of(message) for message in messages])
 
-    def keep_only(self, messages: Iterable[Message]) -> None:
-        """Forget every message but these and the newest system message (the rest left the
-        conversation, or never were in it: an older system message)."""
+    def keep_only(self, *groups: Sequence[Message]) -> None:
+        """Forget every message but those of `groups` and the newest system message (the
+        rest left the conversation, or never were in it).
+
+        The entries are swept only once they outnumber twice the messages kept (and
+        `SWEEP_SLACK`), so that a round pays a constant on average, not a walk of the
+        whole conversation; until then a forgotten entry only takes memory.
+        """
+        if len(self._entries) <= 2 * sum(map(len, groups)) + SWEEP_SLACK:
+            return
         kept: dict[int, _Entry] = {}
-        for message in (*messages, self._system):
+        for message in (*itertools.chain.from_iterable(groups), self._system):
             entry = self._entries.get(id(message))
             if entry is not None and entry[0] is message:
                 kept[id(message)] = entry

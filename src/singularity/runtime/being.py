@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from singularity.config import Settings
@@ -25,6 +25,7 @@ from singularity.domain.records import ChatMessage
 from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
+from singularity.runtime.revealed import Revealed
 from singularity.secrets import Scrubber
 from singularity.storage import funding
 from singularity.storage.activity import Event, read_events
@@ -175,6 +176,11 @@ class LiveBeing:
     def revealed(self, message: ChatMessage) -> ChatMessage:
         """The message as the model may see it in this cycle."""
         return self.overlay.get(id(message), message)
+
+    def visible(self) -> Sequence[ChatMessage]:
+        """The conversation as the model may see it in this cycle: a view, so that a round
+        reads only the messages it sends."""
+        return Revealed(self.state.conversation, self.overlay)
 
     def fail(self) -> None:
         """Mark the being failed (decision 12): its store refuses every write from now on.

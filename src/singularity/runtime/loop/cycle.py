@@ -121,9 +121,9 @@ def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -
     being, wire = life.being, life.wire
     sections = "".join(extension.prompt_section() for extension in life.extensions)
     system = wire.system(system_message_text(being.state.mind, sections))
-    visible = [being.revealed(message) for message in being.state.conversation]
+    visible = being.visible()
     chosen = select_context(visible, life.limits.context_tokens, opening, size_of=wire.size_of)
-    wire.keep_only([*visible, *(opening or ())])
+    wire.keep_only(visible, opening or ())
     return wire.encode([system, *chosen])
 
 
