@@ -26,6 +26,7 @@ from singularity.domain.state import AgentState
 from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.runtime.revealed import Revealed
+from singularity.runtime.window import WindowMeter
 from singularity.secrets import Scrubber
 from singularity.storage import funding
 from singularity.storage.activity import Event, read_events
@@ -58,7 +59,7 @@ class LiveBeing:
     """Called with every event after it is journaled (the terminal display, JSON logs)."""
     pending: list[Event] = field(default_factory=list)
     """The events of the step in progress: journaled, durable at the next `save`."""
-    _sizes: dict[int, int] = field(default_factory=dict, repr=False)
+    _window: WindowMeter = field(default_factory=WindowMeter, repr=False)
     _committed: set[int] = field(default_factory=set, repr=False)
     """Ids of the conversation's messages as the last step committed them."""
     _checked: set[int] = field(default_factory=set, repr=False)
@@ -76,7 +77,7 @@ class LiveBeing:
     """
 
     def __post_init__(self) -> None:
-        self._committed = {id(message) for message in self.state.conversation}
+        self._committed = set(map(id, self.state.conversation))
 
     def now(self) -> str:
         """The current time, rendered."""
@@ -126,7 +127,7 @@ class LiveBeing:
     def _commit(self) -> None:
         self.store.commit(self.state, self.pending)
         self.pending.clear()
-        self._committed = {id(message) for message in self.state.conversation}
+        self._committed = set(map(id, self.state.conversation))
 
     def checkpoint(self) -> None:
         """Save the step in progress, then write the whole state where its readers expect it
@@ -148,7 +149,7 @@ class LiveBeing:
         if scrubber.found_in(self.state.to_json()):
             scrubbed = scrubber.json(self.state.model_dump(mode="json"))
             self.state = AgentState.model_validate(scrubbed)
-            self._sizes.clear()
+            self._window.reset()
             if not self.created:
                 # Every item is new to the store's image: the state is written whole.
                 self.store.checkpoint(self.state)
@@ -167,7 +168,7 @@ class LiveBeing:
             if self.scrubber.found_in(compact(message)):
                 for name, value in self.scrubber.json(dict(message)).items():
                     message[name] = value  # type: ignore[literal-required]
-                self._sizes.pop(key, None)
+                self._window.forget(message)
 
     def conceal(self, saved: ChatMessage, real: ChatMessage) -> None:
         """Keep `saved` (concealed) in the conversation; send `real` until the cycle ends."""
@@ -198,23 +199,15 @@ class LiveBeing:
             if not isinstance(self.store, DirectoryStore):
                 self.statedir.close()
 
-    def _size(self, message: ChatMessage) -> int:
-        key = id(message)
-        size = self._sizes.get(key)
-        if size is None:
-            size = len(compact(message).encode("utf-8", "surrogatepass"))
-            self._sizes[key] = size
-        return size
-
     def _overflow(self) -> int:
         """How many of the oldest messages leave the window."""
         conversation = self.state.conversation
-        total = sum(self._size(message) for message in conversation)
+        total = self._window.total(conversation)
         leaving = 0
         while leaving < newest_round(conversation) and (
             len(conversation) - leaving > self.window_messages or total > self.window_bytes
         ):
-            total -= self._size(conversation[leaving])
+            total -= self._window.size(conversation[leaving])
             leaving += 1
         return leaving
 
@@ -224,8 +217,8 @@ class LiveBeing:
             return
         conversation = self.state.conversation
         mind = self.state.mind
+        self._window.cut(conversation[:leaving])
         for message in conversation[:leaving]:
-            self._sizes.pop(id(message), None)
             self._checked.discard(id(message))
         del conversation[:leaving]
         mind.conversation_archived += leaving
