@@ -76,3 +76,43 @@ def test_each_message_of_a_cycles_requests_is_encoded_once(
     twice = {part.decode()[:60] for part, n in counted.items() if n > 1}
     assert twice <= {framing.decode()[:60], tools.decode()[:60]}
     assert max(counted.values()) <= 2
+
+
+def fact(number: int) -> str:
+    return f'fact {number} "ż" \\ end'
+
+
+def test_kept_encodings_send_what_a_fresh_encoding_of_the_state_sends(tmp_path: Path) -> None:
+    """Every round changes the mind (a memory remembered, the oldest of the prompt's 20 left
+    out) and the window (the round's messages); each body must be the bytes a fresh
+    encoding of the same document gives, its system message the mind as it then was."""
+    with ScriptedServer([Turn.text("born")]) as server:
+        live_one_cycle(tmp_path, server)
+    rounds = 24
+    script = [
+        *(Turn.tool_call(REMEMBER, {"kind": "note", "text": fact(n)}) for n in range(rounds)),
+        Turn.text("done"),
+    ]
+    with ScriptedServer(script) as server:
+
+        async def cycle() -> None:
+            runtime = boot(tmp_path, server, resume="true", max_tool_rounds=str(rounds + 1))
+            try:
+                assert (await runtime.once()).status == "completed"
+            finally:
+                await runtime.shutdown()
+
+        run(cycle())
+        raw = [request.body for request in server.completions]
+    assert len(raw) == rounds + 1
+    for number, body in enumerate(raw):  # `number` memories remembered before this request
+        document = json.loads(body)
+        assert body == compact_utf8(document)
+        system = document["messages"][0]["content"]
+
+        def remembered(n: int, system: str = system) -> bool:
+            return f"note: {fact(n)}" in system
+
+        assert not remembered(number)
+        assert number == 0 or remembered(number - 1)
+        assert number < 21 or not remembered(number - 21)  # only the 20 newest are shown

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from singularity.gateway.encoding import SWEEP_SLACK, EncodedMessages, WireCache
 from singularity.gateway.wire import completion_body
-from singularity.jsoncodec import compact_utf8
+from singularity.jsoncodec import compact_utf8, string_utf8
 from singularity.mind.context import estimate_tokens, message_size, select_context
 from singularity.tools.base import ToolDefinition
 
@@ -169,3 +169,17 @@ def test_context_selection_with_kept_sizes_selects_what_it_always_did() -> None:
     assert select_context(window, budget, size_of=cache.size_of) == [window[2]]
     assert select_context(window, budget) == [window[2]]
     assert select_context(window, 10_000, size_of=cache.size_of) == window
+
+
+@given(st.text(st.characters(codec=None)))
+@example('\ud800 a\x00\x1f\x7f\u2028"\\/\n\t\b\f\r\U0001f600')
+def test_a_string_is_written_as_the_json_module_writes_it(text: str) -> None:
+    assert string_utf8(text) == compact_utf8(text)
+
+
+@given(st.lists(texts, min_size=1, max_size=4))
+def test_each_system_messages_kept_bytes_are_its_fresh_encoding(prompts: list[str]) -> None:
+    cache = WireCache()
+    for prompt in prompts:
+        system = cache.system(prompt)
+        assert cache.bytes_of(system) == compact_utf8(system)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import pydantic_core
+
 from singularity.money import render_money
 from singularity.text import safe_json
 
@@ -41,6 +43,16 @@ def compact_utf8(value: Any, *, sort_keys: bool = False) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return compact(safe_json(value), sort_keys=sort_keys).encode("utf-8")
+
+
+def string_utf8(text: str) -> bytes:
+    """`compact_utf8(text)` for a string, written by pydantic-core's serializer: the same
+    escapes (`\\"`, `\\\\`, the short forms, `\\u00XX` for other controls, non-ASCII
+    kept), about three times faster on the large text of a system message."""
+    try:
+        return pydantic_core.to_json(text)
+    except pydantic_core.PydanticSerializationError:  # a lone surrogate
+        return compact_utf8(text)
 
 
 def pretty(value: Any, *, sort_keys: bool = False) -> str:

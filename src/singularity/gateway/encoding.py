@@ -19,7 +19,7 @@ import operator
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from singularity.jsoncodec import compact_utf8
+from singularity.jsoncodec import compact_utf8, string_utf8
 from singularity.tools.base import ToolDefinition
 
 Message = Mapping[str, Any]
@@ -89,7 +89,10 @@ class WireCache:
         same, so that its bytes (the largest part of a request) are not encoded again."""
         if self._system["content"] != text:
             self._forget(self._system)  # the largest entry, never sent again
-            self._system = {"role": "system", "content": text}
+            system = {"role": "system", "content": text}
+            encoded = b'{"role":"system","content":' + string_utf8(text) + b"}"
+            self._entries[id(system)] = (system, tuple(system.values()), encoded)
+            self._system = system
         return self._system
 
     def _forget(self, message: Message) -> None:
