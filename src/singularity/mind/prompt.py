@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from singularity.domain.mind import Mind
 
 PROMPT_MEMORIES = 20
@@ -16,18 +18,40 @@ def system_message_text(mind: Mind, steadier: str = "") -> str:
 
     `steadier` (extension sections such as the sanctum) stands before the memories, which
     change most often, so that a model server can keep the prefix before them cached
-    (decision 29); without it the text is exactly the four sections of spec §6.3.
+    (decision 29); without it the text is exactly the four sections of spec §6.3. The
+    text of the same parts is built once (a full being's memories are ~300 KiB of it).
     """
-    parts = [mind.system_prompt]
-    if mind.rules:
-        parts.append(RULES_HEADER + ITEM_SEPARATOR.join(mind.rules))
-    if mind.learnings:
-        parts.append(LEARNINGS_HEADER + ITEM_SEPARATOR.join(mind.learnings))
+    newest = mind.memories[: -PROMPT_MEMORIES - 1 : -1]
+    return _text(
+        mind.system_prompt,
+        tuple(mind.rules),
+        tuple(mind.learnings),
+        steadier,
+        tuple(memory.kind for memory in newest),
+        tuple(memory.text for memory in newest),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _text(
+    prompt: str,
+    rules: tuple[str, ...],
+    learnings: tuple[str, ...],
+    steadier: str,
+    kinds: tuple[str, ...],
+    texts: tuple[str, ...],
+) -> str:
+    parts = [prompt]
+    if rules:
+        parts.append(RULES_HEADER + ITEM_SEPARATOR.join(rules))
+    if learnings:
+        parts.append(LEARNINGS_HEADER + ITEM_SEPARATOR.join(learnings))
     parts.append(steadier)
-    if mind.memories:
-        newest = reversed(mind.memories[-PROMPT_MEMORIES:])
+    if texts:
         parts.append(
             MEMORIES_HEADER
-            + ITEM_SEPARATOR.join(f"{memory.kind}: {memory.text}" for memory in newest)
+            + ITEM_SEPARATOR.join(
+                f"{kind}: {text}" for kind, text in zip(kinds, texts, strict=True)
+            )
         )
     return "".join(parts)

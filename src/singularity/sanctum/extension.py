@@ -191,6 +191,7 @@ class SanctumCore:
         self._notes_part: dict[str, int] = {}
         """The part of each day's runtime notes being filled."""
         self._cached: tuple[object, str] | None = None
+        self._mind_size: tuple[str | None, int] = (None, 0)
         for event in past:
             self._observe(event)
         host.listeners.append(self._observe)
@@ -226,7 +227,10 @@ class SanctumCore:
         """The JSON bytes the section may take: the system message may take half of the
         context (the conversation gets the rest), and the mind's sections come first."""
         share = self.config.context_tokens * BYTES_PER_TOKEN * SYSTEM_SHARE // 100
-        mind = json_size(system_message_text(self.host.state.mind))
+        text = system_message_text(self.host.state.mind)
+        if self._mind_size[0] is not text:  # the same parts give the very same text
+            self._mind_size = (text, json_size(text))
+        mind = self._mind_size[1]
         return min(SECTION_CAP, max(MIN_ROOM, share - mind - OTHER_SECTIONS))
 
     async def at_boot(self) -> None:
