@@ -36,6 +36,9 @@ def socket_path(state_dir: str) -> str:
 
 
 MAX_SOCKET_PATH = 100
+PENDING_SUFFIX = ".new"
+"""The socket is bound and made to listen under this suffix, then renamed into place."""
+LISTEN_BACKLOG = 100
 
 
 @contextlib.contextmanager
@@ -77,6 +80,27 @@ def prepare_socket_path(path: str) -> None:
     if _answers(path):
         raise StateError("another Singularity runtime already owns the local state import service")
     os.unlink(path)
+
+
+def _listening_at(path: str) -> socket.socket:
+    """A Unix socket (0600) bound at `path` and listening; a socket a killed runtime left
+    there is replaced (the caller holds the being's lock)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o177)
+    try:
+        with reachable(path) as address:
+            listener.bind(address)
+        os.chmod(path, 0o600)
+        listener.listen(LISTEN_BACKLOG)
+    except BaseException:
+        listener.close()
+        raise
+    finally:
+        os.umask(previous)
+    return listener
 
 
 class _TooLarge(Exception):
@@ -129,15 +153,18 @@ class ImportService:
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
-        """Bind the socket (0600) and serve."""
+        """Serve on the socket (0600). It appears at its path only once it listens: a
+        client that finds the path is queued until served, never refused."""
         prepare_socket_path(self.path)
-        previous = os.umask(0o177)
+        listener = _listening_at(self.path + PENDING_SUFFIX)
         try:
-            with reachable(self.path) as address:
-                self._server = await asyncio.start_unix_server(self._serve, path=address)
-        finally:
-            os.umask(previous)
-        os.chmod(self.path, 0o600)
+            os.rename(self.path + PENDING_SUFFIX, self.path)
+            self._server = await asyncio.start_unix_server(self._serve, sock=listener)
+        except BaseException:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path + PENDING_SUFFIX)
+            raise
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         reply: dict[str, Any]
