@@ -20,6 +20,10 @@ from dataclasses import dataclass
 SYSTEM_USER = "singularity-pg"
 START_ATTEMPTS = 5
 """Starts, each on another free port if the last was taken before the server bound it."""
+READY_SECS = 300
+"""How long `pg_ctl` waits for the server to accept connections, or to stop (its own
+default, 60 s, is too short on a loaded machine: a start it gave up on is a failure)."""
+WAIT = ("-w", "-t", str(READY_SECS))
 
 
 @dataclass
@@ -38,7 +42,11 @@ class Server:
         """Run a server program as the server's user."""
         prefix = ["runuser", "-u", self.user, "--"] if self.user else []
         return subprocess.run(
-            [*prefix, *command], capture_output=True, text=True, timeout=120, check=False
+            [*prefix, *command],
+            capture_output=True,
+            text=True,
+            timeout=READY_SECS + 60,
+            check=False,
         )
 
     def _pg_ctl(self, *arguments: str) -> None:
@@ -49,11 +57,13 @@ class Server:
     def restart(self) -> None:
         """Restart the server (fast: every connection is cut), waiting until it is up."""
         # Its output goes to the log: a pipe of ours held by the server would never close.
-        self._pg_ctl("-l", os.path.join(self.data_dir, "server.log"), "-m", "fast", "-w", "restart")
+        self._pg_ctl(
+            "-l", os.path.join(self.data_dir, "server.log"), "-m", "fast", *WAIT, "restart"
+        )
 
     def halt(self) -> None:
         """Stop the server (fast), keeping its data."""
-        self._pg_ctl("-m", "fast", "-w", "stop")
+        self._pg_ctl("-m", "fast", *WAIT, "stop")
 
     def resume(self) -> None:
         """Start a halted server again with its options, waiting until it is up."""
@@ -62,15 +72,14 @@ class Server:
             f"-h 127.0.0.1 -p {self.port} -k {self.data_dir} -c fsync=on",
             "-l",
             os.path.join(self.data_dir, "server.log"),
-            "-w",
+            *WAIT,
             "start",
         )
 
     def stop(self) -> None:
         """Stop fast and remove the data directory (unless it is kept)."""
-        self.run(
-            os.path.join(self.bin_dir, "pg_ctl"), "-D", self.data_dir, "-m", "fast", "-w", "stop"
-        )
+        pg_ctl = os.path.join(self.bin_dir, "pg_ctl")
+        self.run(pg_ctl, "-D", self.data_dir, "-m", "fast", *WAIT, "stop")
         if not self.keep:
             shutil.rmtree(os.path.dirname(self.data_dir), ignore_errors=True)
 
