@@ -34,6 +34,9 @@ CHROMIUM_ARGS = [
 ]
 LISTENING = re.compile(r"console listening on (http://\S+?)/?$", re.MULTILINE)
 SCREENSHOTS_ENV = "SINGULARITY_CONSOLE_SCREENSHOTS"
+BROWSER_TIMEOUT_MS = 180_000
+"""How long a page waits to load, or an element to be ready for a click (Playwright's own
+default, 30 s, is within reach of a loaded machine; this is a hang detector)."""
 
 
 def operator_words(document: Any) -> str | None:
@@ -102,6 +105,7 @@ def chromium() -> Iterator[Any]:
                 headless=True,
                 viewport={"width": 1280, "height": 900},
             )
+            context.set_default_timeout(BROWSER_TIMEOUT_MS)
             try:
                 yield context
             finally:
