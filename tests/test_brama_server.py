@@ -31,7 +31,7 @@ from singularity.gateway_server.server import Gateway, ServeOptions, create_app
 from singularity.tools.base import ToolDefinition
 from tests.support.brama import brama_serve
 from tests.support.commands import SINGULARITY
-from tests.support.polling import wait_for_async
+from tests.support.polling import DEFAULT_TIMEOUT, wait_for_async
 
 SECRET = "brama-test-secret"
 NOTE = ToolDefinition(
@@ -57,7 +57,7 @@ class ScriptedEngine:
     ) -> ChatResult:
         self.requests.append(request)
         self.running.set()
-        self.release.wait(10)
+        self.release.wait(DEFAULT_TIMEOUT)  # held until the test lets it go
         if self.fail is not None:
             raise self.fail
         if request.tools:
@@ -239,13 +239,13 @@ def test_queue_overflow_gets_429_while_health_stays_free() -> None:
         async with _http(gateway) as http:
             body = {"model": "any", "messages": HI}
             first = asyncio.create_task(http.post("/v1/chat/completions", json=body))
-            assert await asyncio.to_thread(engine.running.wait, 60)
+            assert await asyncio.to_thread(engine.running.wait, DEFAULT_TIMEOUT)
             second = asyncio.create_task(http.post("/v1/chat/completions", json=body))
             await wait_for_async(lambda: gateway.pending >= 2, "the second request to queue")
             third = await http.post("/v1/chat/completions", json=body)
             # The engine is still held: health answers all the same (a queued health
             # check would never return, and the test would time out here).
-            health = await asyncio.wait_for(http.get("/health"), 60)
+            health = await asyncio.wait_for(http.get("/health"), DEFAULT_TIMEOUT)
             assert health.json() == {"status": "ok"}
             engine.release.set()
             answers = await asyncio.gather(first, second)
@@ -267,7 +267,7 @@ def test_429_is_transient_for_the_client() -> None:
     async def scenario() -> BramaError:
         async with _client(gateway) as client:
             held = asyncio.create_task(client.complete("any", HI, []))
-            assert await asyncio.to_thread(engine.running.wait, 60)
+            assert await asyncio.to_thread(engine.running.wait, DEFAULT_TIMEOUT)
             try:
                 await client.complete("any", HI, [])
             except BramaError as error:
