@@ -166,6 +166,13 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
             'the lease epoch of the runtime that wrote this version (NULL: copied in whole)';
         """,
     ),
+    (
+        # No query looks events up by operation id (a being's journal is read whole, in
+        # order), yet every reservation and debit paid an insertion into this index, at a
+        # random place (operation ids are UUIDs), inside the step's transaction.
+        "0005_no_activity_operation_index",
+        "DROP INDEX IF EXISTS singularity.activity_operation",
+    ),
 )
 LEASE_LOST = "SG001"
 
