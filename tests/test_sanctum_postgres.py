@@ -283,8 +283,8 @@ def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(
     assert pricing[0][3] is not None and pricing[1][3] == pricing[0][3] + 1  # two leases
     notes = [path for path, *_ in rows if path.startswith("memory/sessions/2")]
     assert notes, "the runtime's session notes are rows too"
-    # The day's first note makes its file; the second rides with the step that journals
-    # its `session_note_auto`: one transaction, one commit, for both.
+    # Each note, the day's first (which makes its file) too, rides with the step that
+    # journals its `session_note_auto`: one transaction, one commit, for both.
     with psycopg.connect(store_url(), autocommit=True) as db:
         written = db.execute(
             "SELECT xmin::text FROM singularity.sanctum_files WHERE agent_id = %s "
@@ -297,7 +297,7 @@ def test_a_being_living_in_postgresql_keeps_its_sanctum_in_rows(
             (agent,),
         ).fetchall()
     assert len(written) == len(journaled) == 2
-    assert written[0] != journaled[0] and written[1] == journaled[1]
+    assert written == journaled
 
     out = tmp_path / "out"
     exported = cli("sanctum", "export", *store, "--to", str(out))

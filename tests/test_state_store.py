@@ -247,28 +247,28 @@ def test_verify_reads_the_log_and_names_what_is_wrong(tmp_path: Path) -> None:
     path = tmp_path / "being"
     dir_fd = os.open(path, os.O_RDONLY)
     try:
-        assert check_log(dir_fd, alive=False) == ([], [])
+        assert check_log(dir_fd, str(path), alive=False) == ([], [])
         log_file = path / "state.redo"
         data = log_file.read_bytes()
         log_file.write_bytes(data + b"R 4 1")  # a record cut short by a crash
-        assert check_log(dir_fd, alive=True) == (
+        assert check_log(dir_fd, str(path), alive=True) == (
             [],
             ["state.redo ends with a torn record of 5 bytes"],
         )
-        assert check_log(dir_fd, alive=False)[0] == [
+        assert check_log(dir_fd, str(path), alive=False)[0] == [
             "state.redo ends with a torn record of 5 bytes"
         ]
         activity = path / "activity.jsonl"
         lines = activity.read_bytes()
         activity.write_bytes(lines[:-40])  # a crash lost lines the log holds
-        assert "the next boot writes them back" in check_log(dir_fd, alive=True)[1][1]
+        assert "the next boot writes them back" in check_log(dir_fd, str(path), alive=True)[1][1]
         activity.write_bytes(lines.replace(b"remember", b"remembeR"))
-        assert check_log(dir_fd, alive=True)[0] == [
+        assert check_log(dir_fd, str(path), alive=True)[0] == [
             "activity.jsonl differs from the lines state.redo logged"
         ]
         middle = data.index(b"\nR 2 ") + 1
         log_file.write_bytes(data[:middle] + b"R 2 x\n" + data[middle:])
-        assert "damaged record" in check_log(dir_fd, alive=True)[0][0]
+        assert "damaged record" in check_log(dir_fd, str(path), alive=True)[0][0]
     finally:
         os.close(dir_fd)
 

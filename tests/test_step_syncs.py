@@ -15,10 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from singularity.domain.state import AgentState
+from singularity.gateway.client import BramaClient
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from tests.support.loop_http import boot, live_one_cycle, run
-from tests.support.syncs import SyncLog
+from tests.support.syncs import Sync, SyncLog
 
 ADD_RULE = "singularity_self_add_rule"
 REMEMBER = "singularity_memory_remember"
@@ -74,3 +77,49 @@ def test_every_durable_step_of_a_cycle_is_one_data_sync_of_the_log(
         if Path(sync.path).parent == being and Path(sync.path).name in STATE_FILES
     ]
     assert len(of_state) == in_cycle
+
+
+def test_the_work_after_a_cycles_last_model_call_is_one_data_sync(
+    tmp_path: Path, sync_log: SyncLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The closing step, the cycle's session note riding in its record: the note that makes
+    the day's file (the first cycle) and the one appended to it (the second) alike."""
+    answered: list[int] = []
+    complete = BramaClient.complete
+
+    async def marked(client: BramaClient, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await complete(client, *args, **kwargs)
+        finally:
+            answered.append(len(sync_log.syncs))
+
+    monkeypatch.setattr(BramaClient, "complete", marked)
+    script = [
+        Turn.tool_call(REMEMBER, {"kind": "k", "text": "t"}),
+        Turn.text("first cycle done"),
+        Turn.text("second cycle done"),
+    ]
+    with ScriptedServer(script) as server:
+
+        async def two_cycles() -> list[list[Sync]]:
+            runtime = boot(tmp_path, server)
+            tails = []
+            try:
+                for _ in range(2):
+                    assert (await runtime.once()).status == "completed"
+                    tails.append(sync_log.syncs[answered[-1] :])
+            finally:
+                await runtime.shutdown()
+            return tails
+
+        tails = run(two_cycles())
+
+    being = tmp_path / "being"
+    for tail in tails:
+        assert [(sync.name, sync.data_only, sync.path) for sync in tail] == [
+            ("redo.fsync", True, str(being / "state.redo"))
+        ]
+    [day] = (being / "sanctum" / "memory" / "sessions").glob("*-runtime.md")
+    text = day.read_text()
+    assert text.startswith("---\nauto: true\n")
+    assert [text.count(f"\n## Cycle {cycle} (") for cycle in (1, 2)] == [1, 1]

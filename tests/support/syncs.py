@@ -22,7 +22,9 @@ step appends to them between checkpoints is durable in `state.redo` beside them,
 record was fdatasynced first. Such a file counts as durable when everything past its
 last sync is held by the log: the log itself synced at its current size, its records
 covering the journal from where the checkpoint left it, and the archive synced at least
-up to the messages the checkpoint archived.
+up to the messages the checkpoint archived. So does a sanctum file the runtime's session
+notes went into (`singularity.store.sanctum_appends`): its content past its last sync, and
+its name when a note made it, are held by appends that such a log carries.
 
 `watch` makes the check run at the moments a crash must find everything durable: before
 each model call, each tool call and each state commit (the fdatasync of a step's record
@@ -47,6 +49,7 @@ import pytest
 
 from singularity.domain.state import parse_state
 from singularity.gateway.client import BramaClient
+from singularity.sanctum.logged import LoggedAppend
 from singularity.storage import fsio
 from singularity.storage.activity import ACTIVITY_FILE
 from singularity.storage.conversation_archive import ARCHIVE_FILE
@@ -188,6 +191,34 @@ class SyncLog:
         archived = parse_state(checkpoint).mind.conversation_archived
         return path.read_bytes()[:synced].count(b"\n") >= archived
 
+    def logged_appends(self, path: Path) -> list[LoggedAppend]:
+        """The appends to the file at `path` that a synced, current `state.redo` of a
+        watched root carries, in order."""
+        for root in self.roots:
+            log_path, state_path = root / redo.REDO_FILE, root / STATE_FILE
+            if not (log_path.exists() and state_path.exists()) or not self.content_synced(log_path):
+                continue
+            scanned = redo.scan(log_path.read_bytes())
+            if scanned.torn_bytes or scanned.base != redo.checkpoint_id(state_path.read_bytes()):
+                continue
+            return [
+                append
+                for append in scanned.appends
+                if os.path.realpath(root / append.root / append.path) == os.path.realpath(path)
+            ]
+        return []
+
+    def held_by_appends(self, path: Path) -> bool:
+        """Whether what the file holds past its last sync is held by logged appends."""
+        appends = self.logged_appends(path)
+        return bool(appends) and (
+            appends[0].offset <= self.synced_size(path) and path.stat().st_size <= appends[-1].end
+        )
+
+    def made_by_appends(self, path: Path) -> bool:
+        """Whether a logged append makes the file (its name is held by the log)."""
+        return any(append.offset == 0 for append in self.logged_appends(path))
+
     def removals_synced(self, directory: Path) -> list[str]:
         """The names the last recorded sync of `directory` listed that are gone from it."""
         identity = _identity(os.stat(directory, follow_symlinks=False))
@@ -211,13 +242,14 @@ class SyncLog:
         for path in _tree(root):
             if not _ours(path.name):
                 continue
-            if not self.entry_synced(path):
+            if not self.entry_synced(path) and not self.made_by_appends(path):
                 found.append(f"{path}: entry not synced in its directory")
             elif (
                 path.is_file()
                 and not path.is_symlink()
                 and not self.content_synced(path)
                 and not self.held_by_log(path)
+                and not self.held_by_appends(path)
             ):
                 found.append(f"{path}: content not synced at {path.stat().st_size} bytes")
             else:

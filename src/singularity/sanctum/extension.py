@@ -311,9 +311,9 @@ class SanctumCore:
     def _add_note(self, store: Sanctum, digest: CycleDigest, ended: str) -> str:
         """Add the cycle's section to the day's file of runtime notes; the file's name.
 
-        A day's first section creates its file whole (temp, fsync, rename, directory
-        fsync); the next ones are appended to it (one fdatasync: the cheap end of a cycle).
-        A section an append left unfinished is cut off first, whole-file.
+        Each section is appended (a day's first one makes the file, its header first),
+        riding in the being's next durable step: the cheap end of a cycle. A section an
+        append left unfinished is cut off first, whole-file.
         """
         part = self._notes_part.get(digest.day, 1)
         while True:
@@ -330,10 +330,8 @@ class SanctumCore:
             if existing is not None and len(text.encode("utf-8")) > NOTES_FILE_CAP:
                 part += 1
                 continue
-            if existing is None:
-                store.replace(parts, text.encode("utf-8"))
-            else:
-                store.append(parts, text[len(existing) :].encode("utf-8"))
+            added = text[len(existing or "") :].encode("utf-8")
+            store.append(parts, added, create=existing is None)
             self._notes_part[digest.day] = part
             return name
 

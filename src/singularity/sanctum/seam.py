@@ -71,12 +71,15 @@ class Sanctum(Protocol):
         """Durably create or replace a file (its missing folders made)."""
         ...
 
-    def append(self, parts: Sequence[str], data: bytes) -> None:
-        """Add `data` to the end of an existing file (a refusal when it is missing): the
-        cheap write of the session notes. In a folder it is durable when it returns (one
-        write, one fdatasync); in the rows of a running being it is written with the
-        being's next durable step, in its transaction (a session note and the
-        `session_note_auto` journaled after it are committed together)."""
+    def append(self, parts: Sequence[str], data: bytes, *, create: bool = False) -> None:
+        """Add `data` to the end of an existing file (a refusal when it is missing; with
+        `create`, a missing file is made holding `data`): the cheap write of the session
+        notes. A running being's append rides in its next durable step: in its rows, in
+        the step's transaction (a session note and the `session_note_auto` journaled after
+        it are committed together); in a state directory, in the step's redo record, one
+        fdatasync for both, and written to the file once that is durable
+        (`singularity.sanctum.riding`). Elsewhere a folder's append is durable when it
+        returns (one write, one fdatasync)."""
         ...
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:

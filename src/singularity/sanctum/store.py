@@ -188,9 +188,11 @@ class SanctumStore(TextReads):
         return None if info is None else (info.st_mtime_ns, info.st_size, info.st_ino)
 
     def _lstat(self, parts: Sequence[str]) -> os.stat_result | None:
-        return unless_missing(lambda: self._at(parts, fsio.entry_info))
+        return unless_missing(lambda: self.at_entry(parts, fsio.entry_info))
 
-    def _at(self, parts: Sequence[str], run: Callable[[int, str], T], *, create: bool = False) -> T:
+    def at_entry(
+        self, parts: Sequence[str], run: Callable[[int, str], T], *, create: bool = False
+    ) -> T:
         """`run(parent descriptor, name)` for the entry at `parts`; an OS error is a refusal."""
         dir_fd = self.open_dir(parts[:-1], create=create)
         try:
@@ -209,12 +211,15 @@ class SanctumStore(TextReads):
                 raise SanctumRefusal(IO, "destination is not a regular file")
             fsio.replace_file(dir_fd, name, data, temp_prefix=TEMP_PREFIX, point=POINT)
 
-        self._at(parts, replace_regular, create=True)
+        self.at_entry(parts, replace_regular, create=True)
 
-    def append(self, parts: Sequence[str], data: bytes) -> None:
+    def append(self, parts: Sequence[str], data: bytes, *, create: bool = False) -> None:
         """Durably append to an existing regular, singly linked file: one write and one
         fdatasync, no temp file, no rename and no directory sync (the name is durable
-        already). A symlink, another kind of file or a missing one is refused."""
+        already). A symlink, another kind of file or a missing one is refused; with
+        `create`, a missing one is made holding `data` (temp, fsync, link, directory fsync)."""
+        if create and not self.is_file(parts) and self.create(parts, data):
+            return
 
         def append_regular(dir_fd: int, name: str) -> None:
             fd = os.open(name, APPEND_FLAGS, dir_fd=dir_fd)
@@ -226,7 +231,7 @@ class SanctumStore(TextReads):
             finally:
                 os.close(fd)
 
-        self._at(parts, append_regular)
+        self.at_entry(parts, append_regular)
 
     def create(self, parts: Sequence[str], data: bytes) -> bool:
         """Durably create a file that must not exist yet; False (nothing written) if it does."""
@@ -234,7 +239,7 @@ class SanctumStore(TextReads):
         def create_new(dir_fd: int, name: str) -> bool:
             return fsio.create_file(dir_fd, name, data, temp_prefix=TEMP_PREFIX, point=POINT)
 
-        return self._at(parts, create_new, create=True)
+        return self.at_entry(parts, create_new, create=True)
 
     def remove(self, parts: Sequence[str]) -> None:
         """Durably remove one regular file."""
@@ -245,7 +250,7 @@ class SanctumStore(TextReads):
                 raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
             fsio.remove_file(dir_fd, name, point=POINT)
 
-        self._at(parts, remove_regular)
+        self.at_entry(parts, remove_regular)
 
     def entries(self, parts: Sequence[str]) -> list[Entry]:
         """The entries of a folder, sizes of files included (symlinks are never followed)."""

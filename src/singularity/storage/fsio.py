@@ -74,6 +74,26 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def read_range(fd: int, start: int, stop: int) -> bytes:
+    """The bytes of an open file from `start` up to `stop` (fewer where it ends first)."""
+    chunks, offset = [], start
+    while offset < stop:
+        chunk = os.pread(fd, stop - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def write_at(fd: int, offset: int, data: bytes) -> None:
+    """Write every byte at `offset` of an open file, looping over short writes."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 def sync(fd: int, name: str, *, data_only: bool = False) -> None:
     """Pass the failpoint `name`, then fsync `fd` (fdatasync with `data_only`).
 

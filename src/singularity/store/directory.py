@@ -2,11 +2,12 @@
 
 A step costs one append and one fdatasync, of what it changed: its record goes to
 `state.redo` first, then its lines to `activity.jsonl` and the messages leaving the window
-to `conversation.jsonl`, both written but not synced, since the log holds them. A
-checkpoint (at a clean stop, past a size or count threshold, and at boot after a replay)
-syncs those two files, writes `state.json` whole (temp, fsync, rename, directory fsync)
-and starts an empty log naming it. Boot replays the log onto the checkpoint and writes
-back whatever of the two files a crash lost.
+to `conversation.jsonl`, both written but not synced, since the log holds them; so is a
+session note riding in the step (`ride`, `singularity.store.sanctum_appends`), written
+to its sanctum file. A checkpoint (at a clean stop, past a size or count threshold, and
+at boot after a replay) syncs those files, writes `state.json` whole (temp, fsync,
+rename, directory fsync) and starts an empty log naming it. Boot replays the log onto
+the checkpoint and writes back whatever of those files a crash lost.
 
 `state.json` alone is current after every checkpoint: `singularity checkpoint`, any clean
 stop, any boot. Between them, the current state is `state.json` plus `state.redo`, which
@@ -26,6 +27,7 @@ from singularity.domain.records import ChatMessage, JsonNumber
 from singularity.domain.state import AgentState, parse_state
 from singularity.errors import FatalIoError, JsonFailure, StateError
 from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.sanctum.logged import LoggedAppend
 from singularity.secrets import os_error_text
 from singularity.storage import activity as activity_file
 from singularity.storage import conversation_archive, fsio
@@ -35,6 +37,7 @@ from singularity.storage.statedir import MAX_STATE_BYTES, STATE_FILE, StateDir
 from singularity.store import redo
 from singularity.store.base import Event, state_of
 from singularity.store.changes import Changes, Tracker, apply_changes
+from singularity.store.sanctum_appends import SanctumAppends, check_appends
 
 log = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 16 << 20
@@ -55,6 +58,8 @@ class Replay:
     """Messages the replayed steps moved out of the window, by their index."""
     stale_log: bool = False
     torn_log_bytes: int = 0
+    appends: list[LoggedAppend] = field(default_factory=list)
+    """The sanctum appends the replayed log carries."""
 
 
 def _read_optional(dir_fd: int, name: str, limit: int) -> bytes | None:
@@ -83,11 +88,12 @@ def replay(dir_fd: int) -> Replay:
     except redo.RedoCorrupt as error:
         raise StateError(str(error)) from None
     found.torn_log_bytes = scanned.torn_bytes
-    if scanned.base != redo.checkpoint_id(state_bytes):
+    if scanned.base != redo.checkpoint_id(state_bytes):  # its appends were synced then
         # An empty log naming another state.json is what a clean stop leaves before
         # state.json is edited by hand: nothing in it is lost, nothing to report.
         found.stale_log = bool(scanned.records)
         return found
+    found.appends = scanned.appends
     if not scanned.records:
         return found
     if state_bytes is None:
@@ -106,12 +112,13 @@ def replay(dir_fd: int) -> Replay:
     return found
 
 
-def check_log(dir_fd: int, *, alive: bool) -> tuple[list[str], list[str]]:
+def check_log(dir_fd: int, state_dir: str, *, alive: bool) -> tuple[list[str], list[str]]:
     """What `verify` finds in `state.redo`: problems, and warnings (read-only).
 
-    A log that does not apply, a damaged record, or activity lines that differ from the
-    logged ones are problems. A torn last record or activity lines still to be written
-    back are what a boot repairs: problems of a stopped being, warnings beside a living one.
+    A log that does not apply, a damaged record, or activity lines or a sanctum file that
+    differ from the logged ones are problems. A torn last record, or activity lines and
+    session notes still to be written back, are what a boot repairs: problems of a
+    stopped being, warnings beside a living one.
     """
     problems: list[str] = []
     settling: list[str] = []
@@ -135,6 +142,9 @@ def check_log(dir_fd: int, *, alive: bool) -> tuple[list[str], list[str]]:
                 f"activity.jsonl lacks {len(expected) - len(held)} logged bytes "
                 "(the next boot writes them back)"
             )
+    in_sanctum, to_write = check_appends(state_dir, found.appends)
+    problems += in_sanctum
+    settling += to_write
     return (problems, settling) if alive else (problems + settling, [])
 
 
@@ -173,6 +183,7 @@ class DirectoryStore:
         self._archive_fd: int | None = None
         self._activity_size = 0
         self._state_size = 0
+        self.appends = SanctumAppends(statedir.path)
         self.broken = False
 
     @classmethod
@@ -205,7 +216,8 @@ class DirectoryStore:
         if state is None:
             return None
         self._state_size = len(found.state_bytes or b"")
-        if found.records or found.stale_log or found.torn_log_bytes or repaired:
+        self.appends.logged = list(found.appends)  # written back by the checkpoint
+        if found.records or found.appends or found.stale_log or found.torn_log_bytes or repaired:
             self.checkpoint(state)
         else:
             self._log = redo.RedoLog.start(fd, redo.checkpoint_id(found.state_bytes))
@@ -281,6 +293,10 @@ class DirectoryStore:
 
     # Steps.
 
+    def ride(self, append: LoggedAppend) -> None:
+        """Log a sanctum append in the next step's record; write it once that is durable."""
+        self.appends.ride(append)
+
     def commit(self, state: AgentState, events: Sequence[Event]) -> None:
         if self.broken:
             raise FatalIoError(f"the {self.label} failed earlier; it is not written again")
@@ -306,14 +322,16 @@ class DirectoryStore:
     def _logged_commit(self, state: AgentState, lines: bytes) -> None:
         assert self._log is not None and self._activity_fd is not None
         changes = self.tracker.diff(state)
-        if not changes and not lines:
+        if not changes and not lines and not self.appends.riding:
             return
         leaving = changes.archived()
         moved = self.tracker.dropped("conversation", leaving)
         archived_before = state.mind.conversation_archived - leaving
         if leaving and changes.fields.get("mind.conversation_archived") is None:
             raise StateError("messages left the conversation window without being archived")
-        self._log.append(self._activity_size, lines, compact_utf8(changes.to_json()))
+        riding = self.appends.take()
+        self._log.append(self._activity_size, lines, compact_utf8(changes.to_json()), riding)
+        self.appends.write(riding)
         self._write(self._activity_fd, lines, ACTIVITY_FILE)
         self._activity_size += len(lines)
         if moved:
@@ -363,6 +381,7 @@ class DirectoryStore:
                 fsio.sync(fd, f"{_POINTS[name]}.fsync", data_only=True)
             except OSError as error:
                 raise FatalIoError(f"cannot sync {name}: {os_error_text(error)}") from None
+        self.appends.settle()
         if self._log is None or self._log.base != base:
             self.statedir.write_state_bytes(data)
         if self._log is not None:
@@ -386,4 +405,5 @@ class DirectoryStore:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self.appends.close()
         self.statedir.close()

@@ -85,7 +85,7 @@ def inspect_state_dir(path: str, *, alive: bool | None = None) -> Findings:
     dir_fd = fsio.open_dir(path)
     try:
         _check_entries(dir_fd, found)
-        state, moved = _check_state(dir_fd, found)
+        state, moved = _check_state(dir_fd, path, found)
         journal = _check_journal(dir_fd, found)
         if state is not None:
             found.problems += check_state_invariants(state)
@@ -178,7 +178,7 @@ def _check_entries(dir_fd: int, found: Findings) -> None:
                 problems += [p for p in [_mode_problem(name, info, 0o700)] if p]
 
 
-def _check_state(dir_fd: int, found: Findings) -> tuple[AgentState | None, set[int]]:
+def _check_state(dir_fd: int, path: str, found: Findings) -> tuple[AgentState | None, set[int]]:
     """The current state (`state.json` with `state.redo` replayed) and the indexes of the
     messages the replayed steps archived; what is wrong with either goes to `found`."""
     try:
@@ -189,7 +189,7 @@ def _check_state(dir_fd: int, found: Findings) -> tuple[AgentState | None, set[i
     except OSError as error:
         found.problems.append(f"cannot read state.json: {os_error_text(error)}")
         return None, set()
-    problems, warnings = check_log(dir_fd, alive=found.alive)
+    problems, warnings = check_log(dir_fd, path, alive=found.alive)
     found.problems += problems
     found.warnings += warnings
     try:

@@ -7,7 +7,7 @@ the schedule that lives pulses are in `runtime/loop/schedule.py`.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
 
@@ -17,10 +17,12 @@ from singularity.errors import ConfigurationError, FatalIoError, SingularityErro
 from singularity.runtime.being import LiveBeing, place_of
 from singularity.runtime.loop.extension import Extension
 from singularity.sanctum.extension import SanctumConfig, SanctumCore
+from singularity.sanctum.logged import Steps
 from singularity.sanctum.names import PULSE_FILE
 from singularity.sanctum.pulse import QuietHours, Schedule, schedule_from
+from singularity.sanctum.riding import RidingSanctum
 from singularity.sanctum.seam import Sanctum
-from singularity.sanctum.store import SanctumStore
+from singularity.sanctum.store import SanctumStore, ensure_root
 from singularity.store.directory import DirectoryStore
 from singularity.store.opening import peek_events_at
 from singularity.timestamps import Clock, parse_timestamp, render_timestamp
@@ -34,8 +36,10 @@ def sanctum_extension(being: LiveBeing, settings: Settings) -> SanctumExtension:
     """The sanctum of a being booted with these settings: its folder for a being in a state
     directory, versioned rows for a being in PostgreSQL."""
     config = SanctumConfig.from_settings(settings)
-    opener = None
-    if not isinstance(being.store, DirectoryStore):
+    opener: Callable[[], Sanctum] | None = None
+    if isinstance(being.store, DirectoryStore):
+        opener = partial(riding_folder, config.root, being.store)
+    else:
         from singularity.store.postgres.sanctum_rows import held_sanctum
         from singularity.store.postgres.store import PostgresStore
 
@@ -43,6 +47,12 @@ def sanctum_extension(being: LiveBeing, settings: Settings) -> SanctumExtension:
         if isinstance(store, PostgresStore):
             opener = partial(held_sanctum, store, config.root)
     return SanctumExtension(being, config, being.events_at_open, opener)
+
+
+def riding_folder(root: str, steps: Steps) -> RidingSanctum:
+    """The sanctum folder at `root` (made 0700 if missing), its appends riding in `steps`."""
+    ensure_root(root)
+    return RidingSanctum(root, steps)
 
 
 def find_sanctum(extensions: Sequence[Extension]) -> SanctumExtension:

@@ -365,8 +365,9 @@ class PostgresSanctum(TextReads):
                 raise SanctumRefusal(IO, "destination is not a regular file")
             self._write([*self._missing_folders(path[:-1]), Change(path, "file", bytes(data))])
 
-    def append(self, parts: Sequence[str], data: bytes) -> None:
-        """Write a new version of an existing file: its content with `data` at the end.
+    def append(self, parts: Sequence[str], data: bytes, *, create: bool = False) -> None:
+        """Write a new version of an existing file: its content with `data` at the end
+        (with `create`, a missing file's first version, its missing folders made).
 
         In the sanctum of a running being (`steps`) the version is written in the being's
         next step, in its transaction: the session note and the `session_note_auto` that
@@ -374,8 +375,11 @@ class PostgresSanctum(TextReads):
         """
         with self._lock:
             path = tuple(parts)
-            content = self._file(path).content
-            changes = [Change(path, "file", content + bytes(data))]
+            if create and self._kind_with_folders(path) is None:
+                changes = [*self._missing_folders(path[:-1]), Change(path, "file", bytes(data))]
+            else:
+                content = self._file(path).content
+                changes = [Change(path, "file", content + bytes(data))]
             if self.steps is None:
                 self._write(changes)
                 return
