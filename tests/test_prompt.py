@@ -141,3 +141,23 @@ def test_only_the_mind_enters_the_system_message() -> None:
     text = system_message_text(state.mind)
     for absent in ("TICKR", "modelX", "12.5", "local"):
         assert absent not in text
+
+
+def test_the_text_follows_the_mind_as_it_changes_in_place() -> None:
+    """The text of the same parts is built once; every change of the mind is seen."""
+    mind = _mind("P", ["r"], [], [_memory(i) for i in range(20)])
+    before = system_message_text(mind)
+    assert system_message_text(mind) is before  # nothing changed: the same text
+    mind.memories.append(_memory(20))
+    del mind.memories[0]  # the cap evicts the oldest
+    after = system_message_text(mind)
+    assert after.startswith("P\n\nSelf-imposed rules:\n- r\n\nRecent persistent memories:")
+    assert "memory number 20" in after and "memory number 0\n" not in after + "\n"
+    mind.memories[-1] = _memory(21, kind="knowledge")
+    mind.rules.append("s")
+    mind.learnings.append("l")
+    assert system_message_text(mind, "\n\nSteady.") == (
+        "P\n\nSelf-imposed rules:\n- r\n- s\n\nPersistent learnings:\n- l\n\nSteady."
+        "\n\nRecent persistent memories:\n- knowledge: memory number 21"
+        + "".join(f"\n- note: memory number {i}" for i in range(19, 0, -1))
+    )

@@ -48,10 +48,12 @@ def _text(
         parts.append(LEARNINGS_HEADER + ITEM_SEPARATOR.join(learnings))
     parts.append(steadier)
     if texts:
-        parts.append(
-            MEMORIES_HEADER
-            + ITEM_SEPARATOR.join(
-                f"{kind}: {text}" for kind, text in zip(kinds, texts, strict=True)
-            )
-        )
+        parts.append(_memories(kinds, texts))
     return "".join(parts)
+
+
+@functools.lru_cache(maxsize=2)
+def _memories(kinds: tuple[str, ...], texts: tuple[str, ...]) -> str:
+    """The memories section, shared by the texts with and without the steadier sections."""
+    lines = [f"{kind}: {text}" for kind, text in zip(kinds, texts, strict=True)]
+    return MEMORIES_HEADER + ITEM_SEPARATOR.join(lines)
