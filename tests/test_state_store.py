@@ -155,8 +155,22 @@ def test_a_memory_import_that_replaces_the_list_is_committed_whole(
 
 @st.composite
 def step_kinds(draw: st.DrawFn) -> list[str]:
-    kinds = st.sampled_from(["call", "archive", "prompt", "rule", "import", "status", "nothing"])
+    kinds = st.sampled_from(KINDS)
     return draw(st.lists(kinds, min_size=1, max_size=25))
+
+
+KINDS = (
+    "call",
+    "archive",
+    "prompt",
+    "rule",
+    "import",
+    "copies",
+    "edit",
+    "child",
+    "status",
+    "nothing",
+)
 
 
 def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
@@ -166,6 +180,7 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
     tracker = Tracker()
     tracker.reset(state)
     for index, kind in enumerate(steps):
+        archived = state.mind.conversation_archived
         if kind == "call":
             live_a_step(state, index)
         elif kind == "archive":
@@ -176,12 +191,43 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
             state.mind.rules.append(f"rule {index}")
         elif kind == "import":
             state.mind.memories = [m.model_copy() for m in state.mind.memories][1:]
+        elif kind == "copies":  # equal replacements, found equal: the next steps still fit
+            state.mind.memories = [m.model_copy() for m in state.mind.memories]
+            conversation = state.conversation
+            for middle in range(1, len(conversation) - 1):
+                conversation[middle] = conversation[middle].copy()
+        elif kind == "edit" and state.mind.memories:
+            middle = len(state.mind.memories) // 2
+            state.mind.memories[middle] = MemoryEntry(
+                id=f"edited {index}", kind="fact", text="replaced", created_at=AT
+            )
+        elif kind == "child":
+            _spawn_or_withdraw(state, index)
         elif kind == "status":
             state.status = "running" if state.status != "running" else "stopping"
         changes = Changes.from_json(loads_strict(_encoded(tracker.diff(state))))
+        assert changes.archived() == state.mind.conversation_archived - archived
         tracker.take(state, changes)
         apply_changes(document, changes)
         yield state.to_json(), state_of(document, "replay").to_json(), kind
+
+
+def _spawn_or_withdraw(state: AgentState, index: int) -> None:
+    """A child record added, or the newest one's status changed in place."""
+    children = state.mind.children
+    if children and children[-1].status == "running":
+        children[-1].status = "withdrawn"
+        return
+    children.append(
+        ChildRecord(
+            id=f"child-{index}",
+            name="c",
+            ticker="C",
+            state_dir="/c",
+            created_at=AT,
+            status="running",
+        )
+    )
 
 
 def _encoded(changes: Changes) -> bytes:
@@ -189,7 +235,7 @@ def _encoded(changes: Changes) -> bytes:
 
 
 def test_replaying_the_changes_rebuilds_the_being() -> None:
-    reached = Reached("call", "archive", "prompt", "rule", "import", "status", "nothing")
+    reached = Reached(*KINDS)
 
     @given(steps=step_kinds())
     def one_life(steps: list[str]) -> None:

@@ -1,15 +1,24 @@
 """What one durable step changed in a being, found by comparing it with the last commit.
 
-A `Tracker` keeps an image of the state as last committed: the value of every scalar and
-record field (compared by value) and a shallow copy of every list (compared by the
-identity of its items). `diff` returns the `Changes` since then, and costs what the step
-changed, not what the being holds: a list of 1000 memories of which none changed is 1000
-identity comparisons, nothing is serialized but what is new.
+A `Tracker` keeps an image of the state as last committed: for every scalar and record
+field, its JSON value and the objects it was made of; and a shallow copy of every list.
+`diff` returns the `Changes` since then, and costs what the step changed, not what the
+being holds: nothing is serialized but what is new, and the comparisons that find what
+is not new run in C, item by item, without a call per item.
 
-The rule this relies on, which every writer of the state keeps: an item of an
-identity-compared list (a message, a memory, an action record, a rule) is replaced,
-never changed in place. Children are few and compared by value, since spawning and
-withdrawing change a record's status in place.
+- A field is unchanged when it is made of the very same objects as at the commit (a
+  record's fields, a list's items, recursively): its JSON is then the same. Otherwise it
+  is encoded and compared with the image's JSON.
+- A list is unchanged when it equals the image's copy (`==`, which takes an item found
+  at the same place as the same without comparing it). When it is not, the step cut
+  items at the front, kept a tail and added items: the first item is looked for by
+  identity, then the kept tail is compared with `==` again.
+
+The rule this relies on, which every writer of the state keeps: an item of a list (a
+message, a memory, an action record, a rule) is replaced, never changed in place once
+committed, and a replacement equal to the item it replaces (`==`) has its JSON. Children
+are few and compared as a field, since spawning and withdrawing change a record's status
+in place.
 
 `apply_changes` replays `Changes` onto the JSON document of a state (`state.json` as
 parsed), so a backend can rebuild the being from its last checkpoint.
@@ -19,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +36,7 @@ from pydantic import BaseModel
 
 from singularity.domain.state import AgentState
 
-# Lists compared by the identity of their items: appended to, cut at the front.
+# Lists of items replaced, never changed in place: appended to, cut at the front.
 IDENTITY_LISTS = (
     "conversation",
     "recent_actions",
@@ -39,6 +48,7 @@ IDENTITY_LISTS = (
 )
 # Records (nested models) kept whole and compared by value; the rest of `mind` is scalars.
 NESTED = ("mind", "created_resources")
+Getter = Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -108,20 +118,60 @@ def _json(value: Any) -> Any:
     return value
 
 
-def _get(state: AgentState, path: str) -> Any:
-    target: Any = state
-    for part in path.split("."):
-        target = getattr(target, part)
-    return target
+def _parts(value: Any, into: list[Any]) -> list[Any]:
+    """The objects a field's JSON is made of, in order, with the length of each container:
+    the very same parts make the same JSON."""
+    into.append(value)
+    if isinstance(value, BaseModel):
+        items: Any = value.__dict__.values()
+        if value.__pydantic_extra__:
+            _parts(value.__pydantic_extra__, into)
+    elif isinstance(value, list):
+        into.append(len(value))
+        items = value
+    elif isinstance(value, dict):
+        into.append(len(value))
+        into.extend(value)
+        items = value.values()
+    else:
+        return into
+    for item in items:
+        if isinstance(item, _CONTAINERS):
+            _parts(item, into)
+        else:
+            into.append(item)
+    return into
+
+
+_CONTAINERS = (BaseModel, list, dict)
+
+
+def _same_objects(first: Sequence[Any], second: Sequence[Any]) -> bool:
+    """Whether two sequences hold the very same objects (compared in C, not item by item)."""
+    return len(first) == len(second) and all(map(operator.is_, first, second))
+
+
+def _same_ends(first: list[Any], second: list[Any]) -> bool:
+    """Whether two lists are as long and start and end with the same objects: only then is
+    `==` asked, so that it compares the objects between by identity, not by value."""
+    return len(first) == len(second) and (
+        not first or (first[0] is second[0] and first[-1] is second[-1])
+    )
 
 
 def value_paths(state: AgentState) -> tuple[str, ...]:
     """Every field of the state compared by value, as dotted paths (`budget`, `mind.cycle`)."""
-    return _value_paths(type(state), tuple(type(getattr(state, name)) for name in NESTED))
+    return tuple(path for path, _ in _value_getters(state))
+
+
+def _value_getters(state: AgentState) -> tuple[tuple[str, Getter], ...]:
+    return _getters(type(state), tuple(type(getattr(state, name)) for name in NESTED))
 
 
 @functools.cache
-def _value_paths(top: type[BaseModel], nested: tuple[type[BaseModel], ...]) -> tuple[str, ...]:
+def _getters(
+    top: type[BaseModel], nested: tuple[type[BaseModel], ...]
+) -> tuple[tuple[str, Getter], ...]:
     inner = dict(zip(NESTED, nested, strict=True))
     paths: list[str] = []
     for name in top.model_fields:
@@ -133,24 +183,24 @@ def _value_paths(top: type[BaseModel], nested: tuple[type[BaseModel], ...]) -> t
             ]
         elif name not in IDENTITY_LISTS:
             paths.append(name)
-    return tuple(paths)
+    return tuple((path, operator.attrgetter(path)) for path in paths)
 
 
-def _same(first: Sequence[Any], second: Sequence[Any]) -> bool:
-    """Whether two sequences hold the very same items (compared in C, not item by item)."""
-    return len(first) == len(second) and all(map(operator.is_, first, second))
+_LIST_GETTERS = tuple((path, operator.attrgetter(path)) for path in IDENTITY_LISTS)
 
 
-def _list_change(old: Sequence[Any], new: Sequence[Any]) -> ListChange | None:
+def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
     """How `new` is `old` with items cut at the front, a tail kept, and items added."""
-    if _same(old, new):
+    if _same_ends(old, new) and old == new:
         return None
     dropped = len(old)
     if new:
         first = new[0]
         dropped = next((index for index, item in enumerate(old) if item is first), len(old))
     limit = min(len(old) - dropped, len(new))
-    if _same(new[:limit], old[dropped : dropped + limit]):
+    if _same_ends(new[:limit], old[dropped : dropped + limit]) and (
+        new[:limit] == old[dropped : dropped + limit]
+    ):
         kept = limit  # the usual step: a whole tail kept, items appended
     else:
         kept = 0
@@ -164,6 +214,7 @@ class Tracker:
 
     def __init__(self) -> None:
         self._values: dict[str, Any] | None = None
+        self._parts: dict[str, list[Any]] = {}
         self._lists: dict[str, list[Any]] = {}
 
     @property
@@ -173,23 +224,30 @@ class Tracker:
 
     def reset(self, state: AgentState) -> None:
         """Take the state as committed (after a load, a checkpoint or a whole write)."""
-        self._values = {path: _json(_get(state, path)) for path in value_paths(state)}
-        self._lists = {path: list(_get(state, path)) for path in IDENTITY_LISTS}
+        self._values = {}
+        for path, get in _value_getters(state):
+            value = get(state)
+            self._values[path] = _json(value)
+            self._parts[path] = _parts(value, [])
+        self._lists = {path: list(get(state)) for path, get in _LIST_GETTERS}
 
     def diff(self, state: AgentState) -> Changes:
         """What changed since the image (everything, when there is none); not yet taken."""
         values = self._values or {}
         fields = {}
-        for path in value_paths(state):
-            current = _get(state, path)
-            if path in values and current is values[path]:
+        for path, get in _value_getters(state):
+            current = get(state)
+            parts = _parts(current, [])
+            if path in values and _same_objects(parts, self._parts[path]):
                 continue
             encoded = _json(current)
             if path not in values or encoded != values[path]:
                 fields[path] = encoded
+            else:  # new objects, the same JSON: the next step compares with these
+                self._parts[path] = parts
         lists = {}
-        for path in IDENTITY_LISTS:
-            change = _list_change(self._lists.get(path, []), _get(state, path))
+        for path, get in _LIST_GETTERS:
+            change = _list_change(self._lists.get(path, []), get(state))
             if change is not None:
                 lists[path] = change
         return Changes(fields, lists)
@@ -205,8 +263,10 @@ class Tracker:
             return
         for path, value in changes.fields.items():
             self._values[path] = value
-        for path in changes.lists:
-            self._lists[path] = list(_get(state, path))
+            self._parts[path] = _parts(operator.attrgetter(path)(state), [])
+        # Every list, changed or not: one that compared equal may hold equal replacements,
+        # and the next step looks for its items by identity.
+        self._lists = {path: list(get(state)) for path, get in _LIST_GETTERS}
 
 
 def _container(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
