@@ -13,11 +13,17 @@ mkdir -p "$WORKSPACE" "$(dirname "$STATE_DIR")"
 $BIN/singularity brama serve --host 127.0.0.1 --port "$PORT" 2>demo/gateway.log &
 GATEWAY=$!
 trap 'kill $GATEWAY 2>/dev/null || true; wait $GATEWAY 2>/dev/null || true' EXIT
-for _ in $(seq 1 120); do
-  if $BIN/python -c "import httpx, sys; sys.exit(httpx.get('http://127.0.0.1:$PORT/health').status_code != 200)" 2>/dev/null; then
-    break
-  fi
+# The gateway listens while it loads the model: it is ready once /health answers. Give up
+# (with its log) if it exits, or after READY_SECS: never start the being on a dead gateway.
+READY_SECS=${READY_SECS:-900}
+DEADLINE=$((SECONDS + READY_SECS))
+until $BIN/python -c "import httpx, sys; sys.exit(httpx.get('http://127.0.0.1:$PORT/health', timeout=30).status_code != 200)" 2>/dev/null; do
   kill -0 $GATEWAY 2>/dev/null || { cat demo/gateway.log; exit 1; }
+  if (( SECONDS >= DEADLINE )); then
+    echo "the gateway did not answer within $READY_SECS s:" >&2
+    cat demo/gateway.log >&2
+    exit 1
+  fi
   sleep 0.5
 done
 
