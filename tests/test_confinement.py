@@ -437,7 +437,7 @@ def test_dotdot_in_targets_counts_levels_exactly(
     assert read(ws, "via/out") == BOUNDARY
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_deep_paths_hold_few_descriptors(tmp_path: Path, make_workspace: MakeWorkspace) -> None:
     """The walk holds only the current directory open, so depth cannot exhaust descriptors."""
     ws = make_workspace(tmp_path)
@@ -643,7 +643,7 @@ def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fsio, "sync", lambda fd, name, *, data_only=False: None)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 @pytest.mark.usefixtures("no_fsync")
 def test_symlink_swap_race(layout: Layout, make_workspace: MakeWorkspace) -> None:
     _race_checks(_race(layout, make_workspace(layout.ws), RACE_OPERATIONS))
@@ -656,7 +656,7 @@ def test_symlink_swap_race_long(layout: Layout, make_workspace: MakeWorkspace) -
     _race_checks(_race(layout, make_workspace(layout.ws), 100_000))
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_final_component_swap_race(layout: Layout, make_workspace: MakeWorkspace) -> None:
     """Reads while `ws/fin` flips between a regular file and a symlink to the canary."""
     (layout.ws / "fin").write_text("INSIDE")

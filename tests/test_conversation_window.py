@@ -164,7 +164,7 @@ def live_rounds(root: Path, rounds: int, *, reopen_at: int | None = None) -> Non
         reopened.close()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(600)
 def test_a_being_living_two_thousand_rounds_stays_bounded(root: Path) -> None:
     live_rounds(root, 2_000, reopen_at=1_201)
 

@@ -182,7 +182,7 @@ def test_random_kills_leave_old_or_new_content_long(setup: tuple[Path, Ledger, S
     kill_loop(*setup, SLOW_KILLS)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize(
     ("point", "temp_left"),
     [

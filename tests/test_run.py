@@ -96,7 +96,7 @@ def test_transient_and_indeterminate_errors_are_warnings_and_life_goes_on(
     assert events[-1]["type"] == "stopped" and events[-1]["status"] == "stopped"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(300)
 def test_max_cycles_counts_failed_cycles(tmp_path: Path, cli: Callable[..., Result]) -> None:
     with ScriptedServer([Turn.error(503, "busy")], default=Turn.error(503, "busy")) as server:
         result = cli("run", *cli_args(tmp_path, server, "--max-cycles", "3"))

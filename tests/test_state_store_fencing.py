@@ -51,7 +51,7 @@ def _take_over(url: str, place: str) -> PostgresStore:
     )
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 def test_a_frozen_runtime_cannot_write_after_a_takeover(tmp_path: Path) -> None:
     url, place = store_url(), new_place("postgresql", tmp_path)
     worker = subprocess.Popen(
@@ -177,7 +177,7 @@ async def _take_over_and_resume(second: Runtime, first: subprocess.Popen[bytes])
     return code
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(600)
 def test_a_frozen_singularity_run_is_refused_after_a_takeover(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
