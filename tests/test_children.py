@@ -111,9 +111,7 @@ def test_a_spawned_child_lives_until_its_funding_runs_out(tmp_path: Path) -> Non
             assert [p.name for p in (tmp_path / "parent" / "children").iterdir()] == [record["id"]]
 
             # The child runs while the parent is gone: it holds its lock, in its own process.
-            wait_for(
-                lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60
-            )
+            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call")
             child_env = environ_of(spawned["pid"])
             assert child_env is not None
             assert child_env["SINGULARITY_STATE_DIR"] == record["state_dir"]
@@ -491,7 +489,7 @@ def test_a_child_never_runs_a_singularity_package_from_the_working_directory(
             being.close()
         assert outcome.status.value == "success", outcome
         child_dir = tmp_path / "parent" / "children" / outcome.content["child_id"]
-        wait_for(lambda: not tagged_pids(tag), "the child to stop", timeout=60)
+        wait_for(lambda: not tagged_pids(tag), "the child to stop")
     assert not marker.exists(), "the child ran the package planted in the working directory"
     child = state_json(child_dir)
     assert child is not None and child["status"] == "exhausted"

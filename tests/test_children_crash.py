@@ -58,7 +58,7 @@ from tests.support.children_procs import (
     state_json,
     tagged_pids,
 )
-from tests.support.polling import wait_for
+from tests.support.polling import DEFAULT_TIMEOUT, wait_for
 from tests.support.zygote import Zygote
 
 DEFAULT_KILLS = 16
@@ -111,7 +111,7 @@ def _lock_holders(state_dir: Path) -> list[str]:
     return holders
 
 
-def _resume(flags: dict[str, str], server_url: str, retry_secs: float = 10.0) -> None:
+def _resume(flags: dict[str, str], server_url: str, retry_secs: float = DEFAULT_TIMEOUT) -> None:
     """Boot the parent with --resume and shut it down.
 
     A parent killed while starting a child can leave the lock with the half-started child
@@ -224,12 +224,11 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                 target = before + (rng.choice((1, 1, 2)) if near_spawn else 1)
                 delay = rng.uniform(0, 0.03) if near_spawn else rng.uniform(0.03, 0.3)
                 if started_child:
-                    wait_for(lambda: bool(tagged_pids(tag)), "a child process", timeout=60)
+                    wait_for(lambda: bool(tagged_pids(tag)), "a child process")
                 else:
                     wait_for(
                         lambda: len(child_dirs(parent_dir)) >= target,  # noqa: B023
                         "the parent to spawn",
-                        timeout=60,
                     )
                     time.sleep(delay)
                 with contextlib.suppress(ProcessLookupError):
@@ -244,7 +243,6 @@ def _crash_lane(base: Path, lane: str, kills: int, seed: int) -> Counter[str]:
                     wait_for(
                         lambda: not _unclaimed(parent_dir) or not tagged_pids(tag),
                         "children to claim",
-                        timeout=60,
                     )
                 _resume(flags, gateway.url)
                 fates = check_money(parent_dir, f"lane {lane}, kill {killed}")

@@ -124,9 +124,7 @@ def test_the_child_environment_is_exactly_the_expected_set(tmp_path: Path) -> No
             [spawned] = spawn_results(parent)
             [record] = parent["mind"]["children"]
             pid = spawned["pid"]
-            wait_for(
-                lambda: gateway.requests_of("Kid") >= 1, "the child's first model call", timeout=60
-            )
+            wait_for(lambda: gateway.requests_of("Kid") >= 1, "the child's first model call")
             # It signed its request with the parent's secret, read from its own file.
             assert gateway.refused == 0
 
@@ -197,7 +195,7 @@ def test_a_credential_file_the_parent_was_given_wins_over_its_raw_value(
             return False
         return True
 
-    wait_for(reported, "the child to report its environment", timeout=30)
+    wait_for(reported, "the child to report its environment")
     child_dir = os.path.join("parent", "children", outcome.content["child_id"])
     assert seen["BRAMA_HMAC_SECRET_FILE"] == "/run/parent-hmac.secret"
     assert seen["BRAMA_API_KEY_FILE"] == os.path.join(child_dir, "brama-api-key.secret")
@@ -424,7 +422,7 @@ def test_a_process_of_the_same_user_cannot_read_the_runtime_environment() -> Non
             finally:
                 release.set()
             assert runtime.wait(timeout=60) == 0
-            wait_for(lambda: not tagged_pids(tag), "the runtime to stop", timeout=30)
+            wait_for(lambda: not tagged_pids(tag), "the runtime to stop")
     finally:
         release.set()
         if plain is not None:

@@ -45,6 +45,7 @@ AT = "2026-12-01T10:00:00Z"
 TOKEN = "a-long-console-token-for-tests"
 COAST = b"# The coast\n\nIt bends **west**.\n"
 OUT_OF_REACH = "lives in the PostgreSQL state store, which does not record where its state"
+HTTP_SECS = 60.0  # a console under load answers in seconds, not httpx's default 5
 
 
 def a_being(agent_id: str, name: str, ticker: str) -> AgentState:
@@ -147,7 +148,7 @@ def _row(html: str, key: str) -> str:
 def test_the_fleet_lists_every_being_of_the_store_live_or_not(
     fleet: Fleet, consoles: Callable[..., Console]
 ) -> None:
-    with httpx.Client(base_url=consoles(fleet.url).url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=consoles(fleet.url).url) as client:
         page = client.get("/")
     assert page.status_code == 200
     assert "PostgreSQL state store postgresql://postgres@127.0.0.1:" in page.text
@@ -160,7 +161,7 @@ def test_the_fleet_lists_every_being_of_the_store_live_or_not(
 def test_a_beings_page_shows_what_the_store_holds(
     fleet: Fleet, consoles: Callable[..., Console]
 ) -> None:
-    with httpx.Client(base_url=consoles(fleet.url).url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=consoles(fleet.url).url) as client:
         page = client.get("/b/ada")
         found = client.get("/b/ada/memories", params={"q": "LIGHTHOUSE"})
         child = client.get("/b/byron")
@@ -188,7 +189,7 @@ def test_operator_requests_are_refused_with_what_to_do_instead(
     fleet: Fleet, consoles: Callable[..., Console]
 ) -> None:
     url = consoles(fleet.url).url
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         page = client.get("/b/ada")
         token = re.search(r'"x-csrf-token": "([0-9a-f]{64})"', page.text)
         assert token is not None
@@ -219,7 +220,7 @@ def test_the_fleet_stream_follows_a_step_committed_meanwhile(
 ) -> None:
     url = consoles(fleet.url).url
     with (
-        httpx.Client(base_url=url, timeout=httpx.Timeout(10, read=60)) as client,
+        httpx.Client(base_url=url, timeout=httpx.Timeout(HTTP_SECS)) as client,
         client.stream("GET", "/events/fleet") as stream,
     ):
         assert stream.status_code == 200
@@ -243,7 +244,7 @@ def test_a_being_living_in_the_store_is_followed_talked_to_and_stopped(
         cleo = Process(["run", *flags], tmp_path, tmp_path / "cleo.txt")
         try:
             url = consoles(fleet.url).url
-            with httpx.Client(base_url=url) as client:
+            with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
 
                 def row() -> list[str]:
                     page = client.get("/").text
@@ -292,7 +293,7 @@ def test_a_state_directory_on_another_host_is_out_of_reach(
             "VALUES ('byron', 'elsewhere.example', '/srv/byron')"
         )
     url = consoles(fleet.url).url
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         page = client.get("/b/byron")
         assert "byron keeps its state directory /srv/byron on host elsewhere.example" in page.text
         token = re.search(r'"x-csrf-token": "([0-9a-f]{64})"', page.text)
@@ -307,7 +308,7 @@ def test_the_guard_applies_over_a_store_as_over_a_directory(
 ) -> None:
     url = consoles(fleet.url).url
     port = url.rsplit(":", 1)[1]
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         assert client.get("/", headers={"Host": f"attacker.example:{port}"}).status_code == 403
         assert client.get("/events/fleet", headers={"Host": "attacker.example"}).status_code == 403
         assert (
@@ -319,7 +320,7 @@ def test_the_guard_applies_over_a_store_as_over_a_directory(
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
     guarded = consoles(fleet.url, "--host", "0.0.0.0", "--token-file", str(token_file)).url
-    with httpx.Client(base_url=guarded) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=guarded) as client:
         assert client.get("/events/fleet").status_code == 401
         assert client.get("/b/ada").status_code == 401
         bearer = {"Authorization": f"Bearer {TOKEN}"}
@@ -358,7 +359,7 @@ def test_a_store_that_went_away_is_answered_503_until_it_is_back(
         state = a_being("ada", "Ada", "ADA")
         store.commit(state, a_step(state, "the coast bends west", "0.5"))
         store.close()
-        with httpx.Client(base_url=consoles(server.url).url) as client:
+        with httpx.Client(timeout=HTTP_SECS, base_url=consoles(server.url).url) as client:
             assert client.get("/").status_code == 200
             server.halt()
             wait_for(lambda: client.get("/").status_code == 503, "the console to see the outage")

@@ -26,6 +26,7 @@ from tests.support.loop_http import Result, cli_args
 
 TOKEN = "a-long-console-token-for-tests"
 CANARY = "private-canary-7f3a"
+HTTP_SECS = 60.0  # a console under load answers in seconds, not httpx's default 5
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_a_loopback_console_answers_only_its_own_host_and_origin(
 ) -> None:
     url = consoles().url
     port = url.rsplit(":", 1)[1]
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         assert client.get("/").status_code == 200
         assert client.get("/", headers={"Host": f"localhost:{port}"}).status_code == 200
         rebound = client.get("/", headers={"Host": f"attacker.example:{port}"})
@@ -86,7 +87,7 @@ def test_state_changing_requests_need_the_csrf_token_and_an_own_origin(
     being: Path, consoles: Callable[..., Console]
 ) -> None:
     url = consoles().url
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         page = client.get("/b/being")
         token = re.search(r'"x-csrf-token": "([0-9a-f]{64})"', page.text)
         assert token is not None
@@ -130,7 +131,7 @@ def test_beyond_loopback_the_console_needs_its_token_on_every_request(
     assert "readable by others; chmod 600 it" in loose.err
     os.chmod(token_file, 0o600)
     url = consoles("--host", "0.0.0.0", "--token-file", str(token_file)).url
-    with httpx.Client(base_url=url) as client:
+    with httpx.Client(timeout=HTTP_SECS, base_url=url) as client:
         assert client.get("/events/fleet").status_code == 401
         assert client.get("/b/being", headers={"Accept": "text/html"}).status_code == 401
         assert client.get("/login").status_code == 200

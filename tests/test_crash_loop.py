@@ -77,7 +77,7 @@ MAX_EVENTS_PER_LIFE = 48
 # ... plus up to this many seconds, so the kill lands anywhere between two appends.
 MAX_SLIVER_SECS = 0.03
 # Seconds a process may take to get that far (CI may be loaded).
-PROGRESS_TIMEOUT_SECS = 60.0
+PROGRESS_TIMEOUT_SECS = 180.0
 # Non-zero prices: USD per million prompt and completion tokens, USD per hour of call time
 # (the instance part divides by 3.6e12 ns, a fraction that does not terminate).
 PRICES = {"input_price": "2.5", "output_price": "10", "instance_price": "3"}

@@ -20,6 +20,7 @@ import pytest
 
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import all_events, boot, run
+from tests.support.polling import DEFAULT_TIMEOUT
 from tests.support.postgres import Server, postgres_server, start_server
 
 WRITE, RECALL = "singularity_journal_write", "singularity_journal_recall"
@@ -63,7 +64,7 @@ def test_the_being_reconnects_after_a_server_restart(tmp_path: Path, server: Ser
             assert (down["status"], down["error_code"]) == ("failed", "journal_unavailable")
             assert "unreachable" in down["message"]
             server.resume()
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + DEFAULT_TIMEOUT  # past the link's backoff (60 s)
             while True:
                 again = await _call(runtime, WRITE, text="the server is back")
                 if again["status"] == "success" or time.monotonic() > deadline:

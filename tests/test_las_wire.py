@@ -33,7 +33,7 @@ from singularity.tools.base import Outcome, Status
 from tests.servers import as_flags, las_options
 from tests.support.loop_http import Result
 
-TIMEOUT = 60.0  # a loaded machine needs seconds to start a Python process
+TIMEOUT = 180.0  # a loaded machine needs seconds to start a Python process
 VERSION = version("singularity")
 
 

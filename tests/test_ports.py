@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from singularity.fleet.dev import listens
+from tests.support.living import terminate
 from tests.support.ports import START_ATTEMPTS, closed_port_url, serve_on_free_port
 
 
@@ -40,8 +41,7 @@ def test_a_port_taken_between_the_probe_and_the_bind_is_left_for_another() -> No
             assert len(tried) == 2 and port == tried[1] != tried[0]
             assert listens(process.pid, port)
         finally:
-            process.terminate()
-            process.wait(10)
+            terminate(process)
     finally:
         for thief in taken:
             thief.close()

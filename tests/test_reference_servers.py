@@ -41,6 +41,7 @@ from singularity.skills import plan_skills, start_skills
 from singularity.testing.scripted_server import Call, RecordedRequest, ScriptedServer, Turn
 from singularity.testing.scripted_server import _Handler as Handler
 from tests.servers import write_skills
+from tests.support.living import terminate
 from tests.support.loop_http import Result, all_events, boot, cli_args, run
 from tests.support.polling import DEFAULT_TIMEOUT, wait_for
 from tests.support.ports import serve_on_free_port
@@ -51,7 +52,7 @@ EVERYTHING = PACKAGES / "server-everything" / "dist" / "index.js"
 FILESYSTEM = PACKAGES / "server-filesystem" / "dist" / "index.js"
 TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 NODE = shutil.which("node")
-TIMEOUT = "60"
+TIMEOUT = "180"  # a loaded machine needs seconds to start an MCP server
 EVERYTHING_TOOLS = [
     "echo",
     "get-annotated-message",
@@ -385,8 +386,7 @@ def everything_over_http(transport: str) -> Iterator[int]:
     try:
         yield port
     finally:
-        process.terminate()
-        process.wait(10)
+        terminate(process)
 
 
 def test_a_bare_url_works_for_sse_and_streamable_http_servers(tmp_path: Path) -> None:

@@ -25,18 +25,22 @@ from tests.support.polling import wait_for_async
 # One shared CA context: building one per request costs ~0.2 s.
 _TLS = httpx.create_ssl_context()
 REQUEST = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
-STOP_SECS = 60.0  # a hang detector: a stop that waited would take far longer
+STOP_SECS = 60.0  # a hang detector (for a stop, or an answer): a wait would take far longer
 
 
 def _post(server: ScriptedServer, body: Any = REQUEST, **options: Any) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     return httpx.post(
-        server.url + "v1/chat/completions", content=content, timeout=5, verify=_TLS, **options
+        server.url + "v1/chat/completions",
+        content=content,
+        timeout=STOP_SECS,
+        verify=_TLS,
+        **options,
     )
 
 
 def _get(url: str, **options: Any) -> httpx.Response:
-    return httpx.get(url, timeout=5, verify=_TLS, **options)
+    return httpx.get(url, timeout=STOP_SECS, verify=_TLS, **options)
 
 
 def test_url_is_loopback_with_a_trailing_slash() -> None:

@@ -37,7 +37,7 @@ from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import boot, cli_args, dangling_calls, journal, state_of, types
 
 ADD_RULE = "singularity_self_add_rule"
-WAIT_SECS = 90.0
+WAIT_SECS = 180.0
 
 
 class Being:

@@ -36,7 +36,7 @@ from tests.servers import (
 from tests.support.commands import SINGULARITY
 from tests.support.loop_http import Result, boot, cli_args, journal, run, state_of
 
-TIMEOUT = "60"
+TIMEOUT = "180"  # a loaded machine needs seconds to start an MCP server
 REJECTED = '{"error_code":"sensitive_output_rejected","status":"failed"}'
 
 

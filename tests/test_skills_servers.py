@@ -36,7 +36,7 @@ from singularity.tools.output_boundary import STRICT
 from tests.servers import BARE, DEMO, http_demo, las_options, stdio, write_skills
 from tests.support.polling import wait_for
 
-TIMEOUT = 60.0  # a loaded machine needs seconds to start a Python MCP server
+TIMEOUT = 180.0  # a loaded machine needs seconds to start a Python MCP server
 DEMO_TOOLS = [
     "echo",
     "add",

@@ -232,9 +232,7 @@ def test_import_into_a_living_being_in_postgres_goes_through_its_socket(
             text=True,
         )
         try:
-            wait_for(
-                lambda: (local / "state-import.sock").exists(), "the import socket", timeout=60
-            )
+            wait_for(lambda: (local / "state-import.sock").exists(), "the import socket")
             done = subprocess.run(
                 [
                     str(SINGULARITY), "import", "--file", str(FIXTURES / "valid.json"),
@@ -243,13 +241,13 @@ def test_import_into_a_living_being_in_postgres_goes_through_its_socket(
                 env=clean_environment(),
                 capture_output=True,
                 text=True,
-                timeout=60,
+                timeout=180,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout)["accepted"]
         finally:
             runtime.send_signal(signal.SIGTERM)
-            _, err = runtime.communicate(timeout=60)
+            _, err = runtime.communicate(timeout=180)
     assert runtime.returncode == 0, err
     state = peek_state_at(StorePlace.parse(store_url()), agent)
     assert state is not None

@@ -188,7 +188,7 @@ def test_a_dropped_privilege_process_cannot_read_the_state() -> None:
             """
         )
         result = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
         )
         assert result.stdout.splitlines() == [
             f"readable {control}",
@@ -270,7 +270,7 @@ def holder(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     finally:
         if process.poll() is None:
             process.kill()
-        process.wait(timeout=30)
+        process.wait(timeout=120)
 
 
 def test_a_second_runtime_is_refused_while_a_real_process_holds_the_lock(
@@ -289,7 +289,7 @@ def test_a_second_runtime_is_refused_while_a_real_process_holds_the_lock(
     assert process.stdin is not None
     process.stdin.write("\n")
     process.stdin.flush()
-    assert process.wait(timeout=30) == 0
+    assert process.wait(timeout=120) == 0
     being = open_being(settings)  # the lock went with the process
     being.close()
 
@@ -328,7 +328,7 @@ def test_the_lock_dies_with_a_killed_process(tmp_path: Path) -> None:
     assert process.stdout is not None
     assert process.stdout.readline() == "ready\n"
     process.kill()
-    process.wait(timeout=30)
+    process.wait(timeout=120)
     settings = resolve({"state_dir": str(state_dir), "resume": True}, environ={})
     open_being(settings).close()
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.support.living import terminate
 from tests.support.ports import serve_on_free_port
 
 HERE = Path(__file__).parent
@@ -38,20 +39,18 @@ def write_skills(path: Path, servers: Mapping[str, Any]) -> Path:
 
 
 @contextmanager
-def http_demo(timeout: float = 60.0) -> Iterator[str]:
+def http_demo() -> Iterator[str]:
     """The demo server over streamable HTTP on 127.0.0.1; yields its endpoint URL."""
     process, port = serve_on_free_port(
         lambda port: subprocess.Popen(
             [sys.executable, str(DEMO), "--http", str(port)], stderr=subprocess.DEVNULL
         ),
         "the HTTP demo server",
-        timeout=timeout,
     )
     try:
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        process.wait(10)
+        terminate(process)
 
 
 def las_options(root: Path, las_only: str, **extra: str) -> dict[str, str]:

@@ -78,7 +78,7 @@ def tagged_pids(tag: str) -> list[int]:
     return found
 
 
-def kill_tagged(tag: str, timeout: float = 10.0) -> int:
+def kill_tagged(tag: str, timeout: float = 60.0) -> int:
     """SIGKILL every process of the family until none is left; how many were killed."""
     killed: set[int] = set()
     deadline = time.monotonic() + timeout

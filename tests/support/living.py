@@ -11,7 +11,7 @@ import pytest
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.polling import wait_for
 
-WAIT_SECS = 90.0
+WAIT_SECS = 180.0
 
 
 class Process:

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = 180.0
 INTERVAL = 0.01
 
 

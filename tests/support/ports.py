@@ -40,7 +40,7 @@ def serve_on_free_port(
     launch: Callable[[int], subprocess.Popen[bytes]],
     what: str,
     *,
-    timeout: float = 60.0,
+    timeout: float = 180.0,
     log: Path | None = None,
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start `launch(port)` on free ports until the child listens on its port itself.

@@ -19,7 +19,7 @@ from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
 from tests.support.stores import a_being, archive_overflow, live_a_step
 
-WAIT_SECS = 60.0
+WAIT_SECS = 180.0
 
 
 def _say(line: str) -> None:

@@ -27,6 +27,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CHUNK = 65536
 VALID = datetime.timedelta(days=2)
+WAIT_SECS = 120.0
+"""A hang detector for the relay's loop and for a TLS handshake, which on a loaded machine
+can take far longer than its usual milliseconds."""
 
 
 @dataclass(frozen=True)
@@ -143,19 +146,21 @@ class TlsTerminator:
     def running(self) -> Iterator[TlsTerminator]:
         """Listen until the block ends."""
         self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(30)
+        self._server = asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(
+            WAIT_SECS
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
         try:
             yield self
         finally:
-            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(30)
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(WAIT_SECS)
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(30)
+            self._thread.join(WAIT_SECS)
             self._loop.close()
 
     async def _listen(self) -> asyncio.Server:
         return await asyncio.start_server(
-            self._relay, "127.0.0.1", 0, ssl=self.context, ssl_handshake_timeout=30
+            self._relay, "127.0.0.1", 0, ssl=self.context, ssl_handshake_timeout=WAIT_SECS
         )
 
     async def _close(self) -> None:

@@ -52,7 +52,7 @@ class Zygote:
     def close(self) -> None:
         if self.process.stdin is not None:
             self.process.stdin.close()
-        self.process.wait(timeout=30)
+        self.process.wait(timeout=120)
 
 
 def running(pid: int) -> bool:
