@@ -95,6 +95,7 @@ AROUND_BIRTH = (
 )
 
 
+@pytest.mark.timeout(600)  # 71 s of the default 300 at a load of 10-17
 def test_a_kill_around_the_birth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs = _specs(tmp_path, monkeypatch)
     for index, spec in enumerate(AROUND_BIRTH):

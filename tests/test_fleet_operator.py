@@ -11,6 +11,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from singularity.fleet import control
 from singularity.fleet.connection import TemporalConnection, connect
 from singularity.fleet.dev import TemporalDevServer
@@ -67,6 +69,7 @@ def _events(root: Path, kind: str) -> list[dict[str, Any]]:
     return [e for e in journal(root / KEY / "state") if e["type"] == kind]
 
 
+@pytest.mark.timeout(900)  # 163 s of the default 300 at a load of 10-17
 def test_an_operator_steers_a_being_of_the_fleet(
     tmp_path: Path, dev_server: TemporalDevServer
 ) -> None:
