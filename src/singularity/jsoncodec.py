@@ -29,11 +29,18 @@ def _default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+# Made once: `json.dumps` with arguments builds an encoder for every call.
+_COMPACT = {
+    sort_keys: json.JSONEncoder(
+        separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=_default
+    )
+    for sort_keys in (False, True)
+}
+
+
 def compact(value: Any, *, sort_keys: bool = False) -> str:
     """Compact JSON text: no whitespace, non-ASCII kept."""
-    return json.dumps(
-        value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=_default
-    )
+    return _COMPACT[sort_keys].encode(value)
 
 
 def compact_utf8(value: Any, *, sort_keys: bool = False) -> bytes:

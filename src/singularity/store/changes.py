@@ -30,6 +30,7 @@ import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from pydantic import BaseModel
@@ -135,6 +136,9 @@ def _parts(value: Any, into: list[Any]) -> list[Any]:
         items = value.values()
     else:
         return into
+    if not any(map(isinstance, items, repeat(_CONTAINERS))):
+        into.extend(items)  # a flat record or list: no call per item
+        return into
     for item in items:
         if isinstance(item, _CONTAINERS):
             _parts(item, into)
@@ -198,8 +202,8 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
         first = new[0]
         dropped = next((index for index, item in enumerate(old) if item is first), len(old))
     limit = min(len(old) - dropped, len(new))
-    if _same_ends(new[:limit], old[dropped : dropped + limit]) and (
-        new[:limit] == old[dropped : dropped + limit]
+    if not limit or (
+        new[limit - 1] is old[dropped + limit - 1] and new[:limit] == old[dropped : dropped + limit]
     ):
         kept = limit  # the usual step: a whole tail kept, items appended
     else:
