@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from singularity.domain.mind import INITIAL_PROMPT, Mind, initial_prompt
 from singularity.domain.records import MemoryEntry
-from singularity.mind.prompt import system_message_text
+from singularity.mind.prompt import system_message_parts, system_message_text
 from tests.support.beings import identity, new_state
 
 # Copied from spec §6.2, with <name> = "Ada" and <specialty> = "number theory".
@@ -161,3 +161,17 @@ def test_the_text_follows_the_mind_as_it_changes_in_place() -> None:
         "\n\nRecent persistent memories:\n- knowledge: memory number 21"
         + "".join(f"\n- note: memory number {i}" for i in range(19, 0, -1))
     )
+
+
+def test_the_parts_join_to_the_text_and_a_kept_memorys_line_is_kept() -> None:
+    memories = [_memory(index) for index in range(30)]
+    before = _mind("P", rules=["r"], learnings=["l"], memories=memories)
+    after = _mind("P", rules=["r"], learnings=["l"], memories=[*memories, _memory(30)])
+    for mind in (before, after, _mind("P")):
+        for steadier in ("", "\n\nSanctum:\nwake text"):
+            parts = system_message_parts(mind, steadier)
+            assert "".join(parts) == system_message_text(mind, steadier)
+    kept_before = system_message_parts(before)[2::2]  # memories 29 down to 10
+    kept_after = system_message_parts(after)[4::2]  # 29 down to 11, after the new one
+    assert kept_before[0] == "note: memory number 29" and kept_before[:-1] == kept_after
+    assert all(a is b for a, b in zip(kept_before, kept_after, strict=False))

@@ -132,10 +132,10 @@ def test_forgotten_messages_are_encoded_again_once_they_outnumber_the_kept() -> 
 
 def test_a_replaced_system_message_is_forgotten_at_once() -> None:
     cache = WireCache()
-    old = cache.system("the prompt and twenty memories")
+    old = cache.system(["the prompt", " and twenty memories"])
     old_bytes = cache.bytes_of(old)
-    assert cache.system("the prompt and twenty memories") is old
-    new = cache.system("the prompt and a new memory")
+    assert cache.system(["the prompt", " and twenty memories"]) is old
+    new = cache.system(["the prompt", " and a new memory"])
     assert new is not old and cache.bytes_of(new) == compact_utf8(new)
     again = cache.bytes_of(old)
     assert again == old_bytes and again is not old_bytes
@@ -177,9 +177,18 @@ def test_a_string_is_written_as_the_json_module_writes_it(text: str) -> None:
     assert string_utf8(text) == compact_utf8(text)
 
 
-@given(st.lists(texts, min_size=1, max_size=4))
-def test_each_system_messages_kept_bytes_are_its_fresh_encoding(prompts: list[str]) -> None:
+# A system message's parts from round to round: some kept, some new (a lone surrogate
+# in one part and its other half in the next included).
+system_parts = st.lists(st.sampled_from(["P", "\n- ", "\ud83d", "\ude00"]) | texts)
+
+
+@given(st.lists(system_parts, min_size=1, max_size=4))
+@example([["prompt", "\ud83d"], ["prompt", "\ud83d", "\ude00", 'a"\n\x00']])
+def test_each_system_messages_kept_bytes_are_its_fresh_encoding(
+    rounds: list[list[str]],
+) -> None:
     cache = WireCache()
-    for prompt in prompts:
-        system = cache.system(prompt)
+    for parts in rounds:
+        system = cache.system(parts)
+        assert system == {"role": "system", "content": "".join(parts)}
         assert cache.bytes_of(system) == compact_utf8(system)

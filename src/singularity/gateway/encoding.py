@@ -76,6 +76,11 @@ def _serves(entry: _Entry, message: Message) -> bool:
     )
 
 
+def _content_utf8(text: str) -> bytes:
+    """The bytes of `text` inside a JSON string, its quotes left out."""
+    return string_utf8(text)[1:-1]
+
+
 class WireCache:
     """Each message's bytes from its first encoding; the tool definitions' array likewise."""
 
@@ -83,16 +88,24 @@ class WireCache:
         self._entries: dict[int, _Entry] = {}
         self._tools: tuple[tuple[ToolDefinition, ...], bytes] = ((), b"[]")
         self._system: Message = {"role": "system", "content": ""}
+        self._system_parts: tuple[str, ...] = ("",)
+        self._part_bytes: dict[str, bytes] = {}
 
-    def system(self, text: str) -> Message:
-        """The system message of `text`: the one of the round before while its text is the
-        same, so that its bytes (the largest part of a request) are not encoded again."""
-        if self._system["content"] != text:
+    def system(self, parts: Sequence[str]) -> Message:
+        """The system message of the text `parts` join to: the one of the round before
+        while its parts are the same, so that its bytes (the largest part of a request)
+        are not encoded again; when they change, only the new parts are encoded (a JSON
+        string's escapes go character by character, so its content is its parts')."""
+        parts = tuple(parts)
+        if parts != self._system_parts:
             self._forget(self._system)  # the largest entry, never sent again
-            system = {"role": "system", "content": text}
-            encoded = b'{"role":"system","content":' + string_utf8(text) + b"}"
+            known = self._part_bytes
+            content = [known.get(part) or _content_utf8(part) for part in parts]
+            self._part_bytes = dict(zip(parts, content, strict=True))
+            system = {"role": "system", "content": "".join(parts)}
+            encoded = b"".join([b'{"role":"system","content":"', *content, b'"}'])
             self._entries[id(system)] = (system, tuple(system.values()), encoded)
-            self._system = system
+            self._system, self._system_parts = system, parts
         return self._system
 
     def _forget(self, message: Message) -> None:

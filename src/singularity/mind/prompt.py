@@ -21,39 +21,52 @@ def system_message_text(mind: Mind, steadier: str = "") -> str:
     (decision 29); without it the text is exactly the four sections of spec §6.3. The
     text of the same parts is built once (a full being's memories are ~300 KiB of it).
     """
+    return _joined(system_message_parts(mind, steadier))
+
+
+def system_message_parts(mind: Mind, steadier: str = "") -> tuple[str, ...]:
+    """`system_message_text` in the parts it is the concatenation of: all before the
+    memories, then the memories header and each memory's line between the separators.
+
+    A memory's line is the same string object while the memory is among the newest, so
+    that what is derived from a part (its request bytes, `gateway.encoding`) is kept
+    across rounds instead of derived again from the whole text.
+    """
     newest = mind.memories[: -PROMPT_MEMORIES - 1 : -1]
-    return _text(
-        mind.system_prompt,
-        tuple(mind.rules),
-        tuple(mind.learnings),
-        steadier,
-        tuple(memory.kind for memory in newest),
-        tuple(memory.text for memory in newest),
-    )
+    head = _head(mind.system_prompt, tuple(mind.rules), tuple(mind.learnings), steadier)
+    kinds = tuple(memory.kind for memory in newest)
+    texts = tuple(memory.text for memory in newest)
+    return (head, *_memories(kinds, texts)) if texts else (head,)
 
 
 @functools.lru_cache(maxsize=4)
-def _text(
-    prompt: str,
-    rules: tuple[str, ...],
-    learnings: tuple[str, ...],
-    steadier: str,
-    kinds: tuple[str, ...],
-    texts: tuple[str, ...],
-) -> str:
+def _joined(parts: tuple[str, ...]) -> str:
+    return "".join(parts)
+
+
+@functools.lru_cache(maxsize=4)
+def _head(prompt: str, rules: tuple[str, ...], learnings: tuple[str, ...], steadier: str) -> str:
     parts = [prompt]
     if rules:
         parts.append(RULES_HEADER + ITEM_SEPARATOR.join(rules))
     if learnings:
         parts.append(LEARNINGS_HEADER + ITEM_SEPARATOR.join(learnings))
     parts.append(steadier)
-    if texts:
-        parts.append(_memories(kinds, texts))
     return "".join(parts)
 
 
 @functools.lru_cache(maxsize=2)
-def _memories(kinds: tuple[str, ...], texts: tuple[str, ...]) -> str:
-    """The memories section, shared by the texts with and without the steadier sections."""
-    lines = [f"{kind}: {text}" for kind, text in zip(kinds, texts, strict=True)]
-    return MEMORIES_HEADER + ITEM_SEPARATOR.join(lines)
+def _memories(kinds: tuple[str, ...], texts: tuple[str, ...]) -> tuple[str, ...]:
+    """The memories section's parts, shared by the texts with and without the steadier
+    sections."""
+    parts = [MEMORIES_HEADER]
+    for index, (kind, text) in enumerate(zip(kinds, texts, strict=True)):
+        if index:
+            parts.append(ITEM_SEPARATOR)
+        parts.append(_line(kind, text))
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=4 * PROMPT_MEMORIES)
+def _line(kind: str, text: str) -> str:
+    return f"{kind}: {text}"

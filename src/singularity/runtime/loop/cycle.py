@@ -25,7 +25,7 @@ from singularity.gateway.encoding import EncodedMessages, WireCache
 from singularity.jsoncodec import compact
 from singularity.mind.context import select_context
 from singularity.mind.framing import framing_text, stimulus_text
-from singularity.mind.prompt import system_message_text
+from singularity.mind.prompt import system_message_parts
 from singularity.money import render_money
 from singularity.runtime import ledger
 from singularity.runtime.being import LiveBeing
@@ -120,7 +120,7 @@ def request_messages(life: Life, opening: Sequence[ChatMessage] | None = None) -
     """
     being, wire = life.being, life.wire
     sections = "".join(extension.prompt_section() for extension in life.extensions)
-    system = wire.system(system_message_text(being.state.mind, sections))
+    system = wire.system(system_message_parts(being.state.mind, sections))
     visible = being.visible()
     chosen = select_context(visible, life.limits.context_tokens, opening, size_of=wire.size_of)
     wire.keep_only(visible, opening or ())
