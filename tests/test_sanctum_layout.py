@@ -10,6 +10,8 @@ import pytest
 
 from singularity.config import resolve
 from singularity.domain.identity import identity_from
+from singularity.domain.records import MemoryEntry
+from singularity.sanctum.extension import SanctumCore
 from singularity.sanctum.layout import Seed, initialize, placeholders
 from singularity.sanctum.names import IO, SanctumRefusal
 from singularity.sanctum.store import SanctumStore, ensure_root
@@ -208,3 +210,29 @@ def test_the_section_follows_the_sanctum_and_asks_for_tending(tmp_path: Path) ->
     done = asyncio.run(core.toolsets()[0].call("singularity_sanctum_tended", {}))
     assert done.content["tended"] == "2026-10-07"
     assert "Tend first" not in core.prompt_section()
+
+
+def _memory(index: int, text: str) -> MemoryEntry:
+    return MemoryEntry(
+        id=f"00000000-0000-4000-8000-{index:012d}",
+        kind="note",
+        text=text,
+        created_at="2026-10-01T00:00:00Z",
+        sources=[],
+    )
+
+
+def test_the_room_follows_the_minds_sections_as_they_change(tmp_path: Path) -> None:
+    core, host = fake_core(tmp_path, context_tokens="40000")
+    rooms = [core.room()]
+    texts = ['a "quoted"\nline\x01 ' * 300, "zażółć " * 900, "short"]
+    for index, text in enumerate(texts * 10):
+        mind = host.state.mind
+        host.state.mind = mind.model_copy(
+            update={"memories": [*mind.memories, _memory(index, text)]}
+        )
+        rooms.append(core.room())
+        assert rooms[-1] == SanctumCore(host, core.config).room()  # one measuring afresh
+    host.state.mind = host.state.mind.model_copy(update={"rules": ["a new rule"]})
+    assert core.room() == SanctumCore(host, core.config).room()
+    assert rooms[0] > rooms[3] > rooms[-1]  # the memories take room from the sanctum

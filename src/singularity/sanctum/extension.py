@@ -25,7 +25,7 @@ from singularity.domain import events
 from singularity.domain.state import AgentState
 from singularity.errors import SingularityError
 from singularity.mind.context import BYTES_PER_TOKEN
-from singularity.mind.prompt import system_message_text
+from singularity.mind.prompt import system_message_parts
 from singularity.money import render_money
 from singularity.sanctum import tools
 from singularity.sanctum.definitions import SANCTUM_TOOLS
@@ -191,7 +191,8 @@ class SanctumCore:
         self._notes_part: dict[str, int] = {}
         """The part of each day's runtime notes being filled."""
         self._cached: tuple[object, str] | None = None
-        self._mind_size: tuple[str | None, int] = (None, 0)
+        self._mind_sizes: dict[str, int] = {}
+        """The JSON size of each part of the mind's sections, as `room` last measured them."""
         for event in past:
             self._observe(event)
         host.listeners.append(self._observe)
@@ -227,10 +228,12 @@ class SanctumCore:
         """The JSON bytes the section may take: the system message may take half of the
         context (the conversation gets the rest), and the mind's sections come first."""
         share = self.config.context_tokens * BYTES_PER_TOKEN * SYSTEM_SHARE // 100
-        text = system_message_text(self.host.state.mind)
-        if self._mind_size[0] is not text:  # the same parts give the very same text
-            self._mind_size = (text, json_size(text))
-        mind = self._mind_size[1]
+        # A JSON string's escapes go character by character: the text's size is its parts'.
+        parts = system_message_parts(self.host.state.mind)
+        known = self._mind_sizes
+        sizes = [known[part] if part in known else json_size(part) for part in parts]
+        self._mind_sizes = dict(zip(parts, sizes, strict=True))
+        mind = sum(sizes)
         return min(SECTION_CAP, max(MIN_ROOM, share - mind - OTHER_SECTIONS))
 
     async def at_boot(self) -> None:
