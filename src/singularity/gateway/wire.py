@@ -51,12 +51,15 @@ def completion_body(
     from each message's bytes (`EncodedMessages`, encoded now unless they already are) and
     the tools array (kept in `cache`): the same bytes as encoding the whole document.
     """
-    encoded = EncodedMessages.of(messages)
+    encoded = EncodedMessages.of(messages).encoded
+    # The messages and their commas go in the one join: the body is copied once.
+    separated = [b","] * (2 * len(encoded) - 1) if encoded else []
+    separated[::2] = encoded
     parts = [
         b'{"model":',
         compact_utf8(model),
         b',"messages":[',
-        b",".join(encoded.encoded),
+        *separated,
         b'],"max_tokens":',
         compact_utf8(max_tokens),
         b',"temperature":',
