@@ -4,7 +4,7 @@ In a state directory the runtime's session notes cost no sync of their own: an a
 goes into the redo record of the being's next step (`state.redo`, one fdatasync for
 both), and is written to its file once that record is durable. The next checkpoint
 syncs the file before it discards the record, and a boot after a crash writes back a
-note the file lacks (`singularity.store.notes`).
+note the file lacks (`singularity.store.sanctum_appends`).
 """
 
 from __future__ import annotations

@@ -84,10 +84,10 @@ def write_logged(sanctum: SanctumStore, append: LoggedAppend) -> int:
             if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
                 raise SanctumRefusal(IO, NOT_BOUNDED_MESSAGE)
             held = fsio.read_range(fd, append.offset, min(info.st_size, append.end))
-            if held == append.data:
+            holding = _holding(info.st_size, held, append)
+            if holding:
                 return 0
-            cut_short = info.st_size == append.offset + len(held)
-            if info.st_size < append.offset or not cut_short or not append.data.startswith(held):
+            if holding is None:
                 raise SanctumRefusal(IO, OTHER_BYTES)
             fsio.failpoint(f"{POINT}.write")
             fsio.write_at(fd, append.offset + len(held), append.data[len(held) :])
@@ -114,10 +114,14 @@ def holds_logged(data: bytes | None, append: LoggedAppend) -> bool | None:
     holds other bytes there."""
     if data is None:
         return False if append.offset == 0 else None
-    held = data[append.offset : append.end]
+    return _holding(len(data), data[append.offset : append.end], append)
+
+
+def _holding(size: int, held: bytes, append: LoggedAppend) -> bool | None:
+    """`holds_logged` of a file of `size` bytes holding `held` where the append goes."""
     if held == append.data:
         return True
-    cut_short = len(data) == append.offset + len(held)
+    cut_short = size == append.offset + len(held)
     return False if cut_short and append.data.startswith(held) else None
 
 
