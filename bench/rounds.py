@@ -27,9 +27,11 @@ reported beside it.
 - the Agents SDK (`bench/agents_rounds.py`): `Runner.run` with its SQLite session, which
   commits each turn's items before the next model call.
 
-All run against the same `ScriptedServer` in this process, for a fresh and for a full being
-(1000 memories of 16 KiB, a full window of 400 messages / 1 MiB), sides interleaved and
-their order reversed on every other repeat. Prints a table and writes the figures to
+All run against the same `ScriptedServer`, in a process of its own started and stopped by
+the bench (`bench/scripted_process.py`: a model server does not share the being's process
+and its interpreter lock), for a fresh and for a full being (1000 memories of 16 KiB, a full
+window of 400 messages / 1 MiB), sides interleaved and their order reversed on every other
+repeat. Every run checks that the server answered exactly the calls of both cycles. Prints a table and writes the figures to
 `bench/results/rounds-<time>.json`. The other sides need the `bench` extra.
 """
 
@@ -48,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import machine, make_being, settings_for, table, write_results
+from bench.scripted_process import ServerProcess
 from singularity.runtime.loop.lifecycle import Runtime
 from singularity.state_place import StorePlace
-from singularity.testing.scripted_server import ScriptedServer, Turn
 
 KINDS = ("fresh", "full")
 OURS = ("singularity", "singularity-pg")
@@ -62,15 +64,20 @@ OPENING = (
 )
 
 
-def script(rounds: int) -> list[Turn]:
-    """`rounds` remember calls, then a closing answer."""
+def script(rounds: int) -> list[dict[str, Any]]:
+    """`rounds` remember calls, then a closing answer (the script-file form of turns)."""
     calls = [
-        Turn.tool_call(
-            "singularity_memory_remember", {"kind": "bench", "text": f"bench memory {index}"}
-        )
+        {
+            "tool_calls": [
+                {
+                    "name": "singularity_memory_remember",
+                    "arguments": {"kind": "bench", "text": f"bench memory {index}"},
+                }
+            ]
+        }
         for index in range(rounds)
     ]
-    return [*calls, Turn.text("done")]
+    return [*calls, {"text": "done"}]
 
 
 @dataclass(frozen=True)
@@ -81,21 +88,11 @@ class Sample:
     timed: float
 
 
-Runner = Callable[[Path, ScriptedServer, str, int], Sample]
-
-
-def _served(server: ScriptedServer) -> tuple[int, float]:
-    """How many completions the server answered since the last call, and their mean KiB;
-    the recorded requests are dropped (the server keeps every body otherwise)."""
-    completions = server.completions
-    with server._lock:  # no public way to forget requests; see bench/README.md
-        server._requests.clear()
-    mean = statistics.fmean(len(r.body) for r in completions) / 1024 if completions else 0.0
-    return len(completions), mean
+Runner = Callable[[Path, ServerProcess, str, int], Sample]
 
 
 async def _ours(
-    directory: Path, server: ScriptedServer, kind: str, rounds: int, url: str | None
+    directory: Path, server: ServerProcess, kind: str, rounds: int, url: str | None
 ) -> Sample:
     state_dir, workspace = directory / "state", directory / "workspace"
     workspace.mkdir()
@@ -118,7 +115,7 @@ async def _ours(
     spent: list[float] = []
     try:
         for length in (WARM_UP_ROUNDS, rounds):
-            server.add(*script(length))
+            server.add(script(length))
             started = loop.time()
             report = await runtime.once()
             spent.append(loop.time() - started)
@@ -129,13 +126,13 @@ async def _ours(
     return Sample(*spent)
 
 
-def ours(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+def ours(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
     """Our runtime on a state directory: a warm-up cycle, then a cycle of `rounds`."""
     return asyncio.run(_ours(directory, server, kind, rounds, None))
 
 
 def _ours_in(url: str) -> Runner:
-    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+    def run(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
         return asyncio.run(_ours(directory, server, kind, rounds, url))
 
     return run
@@ -146,13 +143,13 @@ def _langgraph(
 ) -> Runner:
     from bench import langgraph_rounds
 
-    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+    def run(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
         being = langgraph_rounds.LangGraphBeing(directory, server.url, kind, durability)
         try:
             sqlite[f"langgraph-{durability}"] = being.sqlite_settings()
-            server.add(*script(WARM_UP_ROUNDS))
+            server.add(script(WARM_UP_ROUNDS))
             first, _ = being.live(OPENING)
-            server.add(*script(rounds))
+            server.add(script(rounds))
             timed, preparing = being.live(OPENING)
         finally:
             being.close()
@@ -165,20 +162,20 @@ def _langgraph(
 def _agents(sqlite: dict[str, Any]) -> Runner:
     from bench import agents_rounds
 
-    async def lived(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+    async def lived(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
         being = agents_rounds.AgentsBeing(directory, server.url, kind)
         try:
             await being.fill()
             sqlite["agents-sqlite"] = being.sqlite_settings()
             spent = []
             for length in (WARM_UP_ROUNDS, rounds):
-                server.add(*script(length))
+                server.add(script(length))
                 spent.append(await being.live(OPENING, length))
         finally:
             await being.close()
         return Sample(*spent)
 
-    def run(directory: Path, server: ScriptedServer, kind: str, rounds: int) -> Sample:
+    def run(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
         return asyncio.run(lived(directory, server, kind, rounds))
 
     return run
@@ -228,7 +225,7 @@ def _measure(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="singularity-bench-", dir=args.dir))
     environment = machine(root)
     try:
-        with ScriptedServer(default=None) as server:
+        with ServerProcess() as server:
             for repeat in range(args.repeats):
                 names = list(runners) if repeat % 2 == 0 else list(reversed(runners))
                 for length in lengths:
@@ -236,9 +233,9 @@ def _measure(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
                         for name in names:
                             directory = root / f"{kind}-{length}-{name}-{repeat}"
                             directory.mkdir()
-                            _served(server)
+                            server.served()
                             sample = runners[name](directory, server, kind, length)
-                            answered, kib = _served(server)
+                            answered, kib = server.served()
                             expected = WARM_UP_ROUNDS + 1 + length + 1
                             if answered != expected:
                                 raise RuntimeError(
