@@ -14,6 +14,7 @@ is lost and the save cost stays flat.
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,8 +61,8 @@ class LiveBeing:
     pending: list[Event] = field(default_factory=list)
     """The events of the step in progress: journaled, durable at the next `save`."""
     _window: WindowMeter = field(default_factory=WindowMeter, repr=False)
-    _committed: set[int] = field(default_factory=set, repr=False)
-    """Ids of the conversation's messages as the last step committed them."""
+    _committed: list[ChatMessage] = field(default_factory=list, repr=False)
+    """The conversation's messages as the last step committed them (a copy of the list)."""
     _checked: set[int] = field(default_factory=set, repr=False)
     """Ids of the messages already checked for secrets."""
     overlay: dict[int, ChatMessage] = field(default_factory=dict, repr=False)
@@ -77,7 +78,7 @@ class LiveBeing:
     """
 
     def __post_init__(self) -> None:
-        self._committed = set(map(id, self.state.conversation))
+        self._committed = list(self.state.conversation)
 
     def now(self) -> str:
         """The current time, rendered."""
@@ -115,7 +116,7 @@ class LiveBeing:
             self.state.updated_at = self.now()
             leaving = self._overflow()
             conversation = self.state.conversation
-            if any(id(message) not in self._committed for message in conversation[:leaving]):
+            if not self._were_committed(conversation[:leaving]):
                 # The store archives messages it holds: the new ones are committed first.
                 self._commit()
             self._archive(leaving)
@@ -127,7 +128,27 @@ class LiveBeing:
     def _commit(self) -> None:
         self.store.commit(self.state, self.pending)
         self.pending.clear()
-        self._committed = set(map(id, self.state.conversation))
+        self._committed = list(self.state.conversation)
+
+    def _were_committed(self, messages: list[ChatMessage]) -> bool:
+        """Whether the last step committed every one of these oldest messages.
+
+        They are usually the committed list's front, in order: that is checked by identity
+        without building a set of the whole window (a full one is 400 messages), twice a
+        round; only otherwise is each looked for.
+        """
+        if not messages:
+            return True
+        committed = self._committed
+        first = messages[0]
+        start = next((i for i, message in enumerate(committed) if message is first), None)
+        if start is None:
+            return False
+        run = committed[start : start + len(messages)]
+        if len(run) == len(messages) and all(map(operator.is_, messages, run)):
+            return True
+        ids = set(map(id, committed))
+        return all(id(message) in ids for message in messages)
 
     def checkpoint(self) -> None:
         """Save the step in progress, then write the whole state where its readers expect it
@@ -154,7 +175,7 @@ class LiveBeing:
                 # Every item is new to the store's image: the state is written whole.
                 self.store.checkpoint(self.state)
         self._checked = {id(message) for message in self.state.conversation}
-        self._committed = set(self._checked)
+        self._committed = list(self.state.conversation)
 
     def _withhold_from_new_messages(self) -> None:
         """Defense in depth: each message is checked once, before its first save."""

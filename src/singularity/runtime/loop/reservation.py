@@ -34,13 +34,21 @@ class PromptMeter:
     """The newest round the gateway reported prompt tokens for: the count and what it sent."""
 
     tokens: int | None = None
-    sent: frozenset[bytes] = field(default_factory=frozenset)
+    sent: dict[int, list[bytes]] = field(default_factory=dict)
+    """The messages that round sent, by their length: a message is looked up among those of
+    its length, never hashed (a new system message is ~300 KiB on a full being, every round)."""
 
     def measured(self, texts: Sequence[bytes], prompt_tokens: int) -> None:
         """Remember a round's reported prompt tokens (a report of zero tells nothing)."""
         if prompt_tokens > 0:
             self.tokens = prompt_tokens
-            self.sent = frozenset(texts)
+            self.sent = {}
+            for text in texts:
+                self.sent.setdefault(len(text), []).append(text)
+
+    def was_sent(self, text: bytes) -> bool:
+        """Whether the measured round sent these very bytes."""
+        return any(known is text or known == text for known in self.sent.get(len(text), ()))
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def prompt_estimate(meter: PromptMeter, texts: Sequence[bytes], fixed_bytes: int
     every_byte = sum(len(text) + 1 for text in texts) + 1 + fixed_bytes
     if meter.tokens is None:
         return every_byte
-    added = sum(len(text) + 1 for text in texts if text not in meter.sent)
+    added = sum(len(text) + 1 for text in texts if not meter.was_sent(text))
     return min(every_byte, meter.tokens + added)
 
 
