@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from singularity.domain.records import ChildRecord, MemoryEntry, Source
 from singularity.domain.state import AgentState
 from singularity.errors import StateLockedError
-from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.jsoncodec import compact, compact_utf8, loads_strict
 from singularity.store.base import state_of
 from singularity.store.changes import Changes, Tracker, apply_changes
 from singularity.store.directory import DirectoryStore, check_log, peek_state
@@ -470,3 +470,54 @@ def test_the_activity_journal_in_postgres_is_append_only(tmp_path: Path) -> None
             "SELECT count(*) FROM singularity.activity WHERE agent_id = %s", (agent,)
         ).fetchone()
     assert kept == (1,)
+
+
+# Texts that JSON escapes, or that a second encoding would escape again.
+AWKWARD = 'a "quote", a \\ backslash, \\u00e9 as text, é, \U0001f9ed, \u2028, tab\tand\nline'
+
+
+def test_every_list_of_a_being_in_postgres_reads_back_byte_for_byte(tmp_path: Path) -> None:
+    agent = new_place("postgresql", tmp_path)
+    store = open_store("postgresql", agent)
+    state = a_being(agent)
+    journal: list[dict[str, object]] = [{"type": "started", "at": AT, "note": AWKWARD}]
+    try:
+        store.load()
+        store.commit(state, journal)
+        for index in range(4):
+            events = live_a_step(state, index)
+            events.append({"type": "noted", "at": AT, "cycle": state.cycle, "text": AWKWARD})
+            state.conversation.append({"role": "user", "zeta": 1.10, "content": AWKWARD, "a": []})
+            state.mind.rules.append(f"rule {index}: {AWKWARD}")
+            state.mind.learnings.append(f"learning {index}: {AWKWARD}")
+            state.created_resources.chat_ids.append(f"chat-{index}-{AWKWARD}")
+            state.created_resources.message_ids.append(f"message-{index}")
+            state.mind.memories[-1].text = AWKWARD
+            if index == 2:  # cut at the front, replaced in the middle, cut at the end
+                del state.mind.rules[0]
+                state.mind.learnings[1] = "a learning replaced"
+                del state.created_resources.message_ids[-2:]
+                state.mind.memories[0] = MemoryEntry(
+                    id="replaced", kind="fact", text=AWKWARD, created_at=AT
+                )
+            store.commit(state, events)
+            journal += events
+    finally:
+        store.close()
+    reopened = open_store("postgresql", agent)
+    try:
+        loaded = reopened.load()
+        assert loaded is not None and loaded.to_json() == state.to_json()
+        assert reopened.events_at_open == journal
+    finally:
+        reopened.close()
+    with psycopg.connect(store_url(), autocommit=True) as db:
+        stored = db.execute(
+            "SELECT message::text FROM singularity.messages WHERE agent_id = %s ORDER BY seq",
+            (agent,),
+        ).fetchall()
+        lines = db.execute(
+            "SELECT line FROM singularity.activity WHERE agent_id = %s ORDER BY seq", (agent,)
+        ).fetchall()
+    assert [text for (text,) in stored] == [compact(message) for message in state.conversation]
+    assert [line for (line,) in lines] == [compact(event) for event in journal]

@@ -1,9 +1,10 @@
 """The PostgreSQL backend: a being as rows, one transaction per step, fenced by a lease.
 
 `PostgresStore.open` connects, applies the migrations, and takes the being's lease (a
-second runtime is refused while it is held). A step is one transaction, sent in one
-round trip (a pipeline): hold the lease (or abort), append the step's events, insert and
-delete the list rows it changed, update the being's changed columns. A lost connection
+second runtime is refused while it is held). A step is one call of the server's
+`singularity.step` (`step.py`), one statement and one transaction in one round trip: hold
+the lease (or abort), update the being's changed columns, delete and insert the list rows
+it changed, append the step's events. A lost connection
 fails the step: its outcome is unknown to the runtime, which stops; the next boot reads
 what the database committed.
 """
@@ -34,6 +35,7 @@ from singularity.store.postgres.connection import (
     warn_unless_durable,
 )
 from singularity.store.postgres.migrations import LEASE_LOST, migrate, migrated
+from singularity.store.postgres.step import STEP, Step
 
 log = logging.getLogger(__name__)
 Connection = psycopg.Connection[Any]
@@ -132,27 +134,32 @@ def read_snapshot(db: Connection, agent: str, *, with_events: bool = True) -> Sn
 
 
 class Batch:
-    """The statements of one step, sent as one query: one round trip, one transaction.
+    """The statements of one transaction, sent in one round trip.
 
-    PostgreSQL runs the statements of one simple query as a single transaction (an error
-    in any rolls back all); parameters are bound on the client, by psycopg's quoting.
+    One statement alone (a step without riders) goes with its parameters bound by the
+    server, and psycopg prepares a statement it sends again and again (the step's call):
+    parsed and planned once a session. Several are bound on the client, by psycopg's
+    quoting, and sent as one query, which PostgreSQL runs as a single transaction (an
+    error in any rolls back all).
     """
 
     def __init__(self, db: Connection) -> None:
         self.db = db
-        self._binder = psycopg.ClientCursor(db)
-        self._statements: list[str] = []
+        self._statements: list[tuple[str, Sequence[Any]]] = []
 
     def execute(self, query: str, parameters: Sequence[Any] = ()) -> None:
         """Add a statement."""
-        self._statements.append(self._binder.mogrify(query, parameters))
+        self._statements.append((query, parameters))
 
     def run(self) -> None:
         """Send every statement at once and wait for the commit."""
-        try:
-            self.db.execute(";\n".join(self._statements))
-        finally:
-            self._binder.close()
+        if len(self._statements) == 1:
+            query, parameters = self._statements[0]
+            self.db.execute(query, parameters)
+            return
+        with psycopg.ClientCursor(self.db) as binder:
+            joined = ";\n".join(binder.mogrify(query, values) for query, values in self._statements)
+        self.db.execute(joined)
 
 
 class PostgresStore:
@@ -272,18 +279,15 @@ class PostgresStore:
         if not changes and not events and not self._riders and self._exists:
             return
         try:
-            batch = Batch(self.db)
-            if self._exists:  # holding the lease first: if refused, nothing is written
-                self._write_events(batch, events, hold=True)
-            else:  # the being's row first, for the others' foreign keys
-                batch.execute(HOLD, self.lease.hold_arguments())
-            extra = self._write_being(batch, changes)
+            step = Step(self.lease, create=not self._exists)
+            extra = self._write_being(step, changes)
             for path, change in changes.lists.items():
-                self._write_list(batch, path, change)
-            if archived:
-                self._write_archive(batch, archived)
-            if not self._exists:
-                self._write_events(batch, events, hold=False)
+                self._write_list(step, path, change, archived if path == "conversation" else ())
+            if archived and "conversation" not in changes.lists:
+                step.change_list("conversation", items=archived)
+            step.add_events(self._activity_seq + 1, events)
+            batch = Batch(self.db)
+            batch.execute(STEP, step.parameters())
             if also is not None:
                 also(batch)
             for rider in self._riders:
@@ -309,8 +313,8 @@ class PostgresStore:
         at all (the sanctum's session note rides with the step that journals it)."""
         self._riders.append(statements)
 
-    def _write_being(self, batch: Batch, changes: Changes) -> dict[str, Any]:
-        """Insert or update the being's row with the changed fields; the new `extra`."""
+    def _write_being(self, step: Step, changes: Changes) -> dict[str, Any]:
+        """The being's changed columns (every one for a new being); the new `extra`."""
         columns: dict[str, Any] = {}
         extra = dict(self._extra)
         for path, value in changes.fields.items():
@@ -321,89 +325,24 @@ class PostgresStore:
                 columns[column] = rows.column_value(column, value)
         if extra != self._extra or not self._exists:
             columns["extra"] = compact(extra)
-        if not columns:
-            return extra
-        names = list(columns)
-        casts = ["::json" if name in rows.JSON_COLUMNS else "" for name in names]
-        if not self._exists:
-            values = ", ".join(f"%s{cast}" for cast in casts)
-            batch.execute(
-                f"INSERT INTO singularity.beings (agent_id, {', '.join(names)}) "
-                f"VALUES (%s, {values})",
-                (self.agent_id, *columns.values()),
-            )
-        else:
-            assignments = ", ".join(
-                f"{name} = %s{cast}" for name, cast in zip(names, casts, strict=True)
-            )
-            batch.execute(
-                f"UPDATE singularity.beings SET {assignments} WHERE agent_id = %s",
-                (*columns.values(), self.agent_id),
-            )
+        step.set_columns(columns)
         return extra
 
-    def _write_list(self, batch: Batch, path: str, change: ListChange) -> None:
-        table = rows.TABLES[path]
-        key = table.key(self.agent_id)
+    def _write_list(
+        self, step: Step, path: str, change: ListChange, archived: Sequence[ChatMessage]
+    ) -> None:
+        """Cut and append the list's rows; `archived`, the messages before a new being's
+        window, go first, numbered from the being's first message."""
         first = self._first.get(path, 0) + change.dropped
         cut = bool(change.dropped) and path != "conversation"
-        if change.kept < self._count.get(path, 0) - change.dropped:
-            batch.execute(
-                f"DELETE FROM singularity.{table.table} WHERE {table.where()} AND seq >= %s",
-                (*key, first + change.kept),
-            )
-        if not change.added:
-            if cut:
-                batch.execute(
-                    f"DELETE FROM singularity.{table.table} WHERE {table.where()} AND seq < %s",
-                    (*key, first),
-                )
-            return
-        start = first + change.kept
-        values = [
-            value
-            for offset, item in enumerate(change.added)
-            for value in (*key, start + offset, *table.to_row(item))
-        ]
-        parameters = [*key, first, *values] if cut else values
-        batch.execute(table.insert_sql(len(change.added), cut_before=cut), parameters)
-
-    def _write_archive(self, batch: Batch, archived: Sequence[ChatMessage]) -> None:
-        """The messages before the window, numbered from the being's first."""
-        table = rows.TABLES["conversation"]
-        values = [
-            value
-            for seq, message in enumerate(archived)
-            for value in (*table.key(self.agent_id), seq, *table.to_row(message))
-        ]
-        batch.execute(table.insert_sql(len(archived)), values)
-
-    def _write_events(self, batch: Batch, events: Sequence[Event], *, hold: bool) -> None:
-        """Append the events; with `hold`, in one statement with holding the lease (first)."""
-        held = self.lease.hold_arguments()
-        if not events:
-            if hold:
-                batch.execute(HOLD, held)
-            return
-        values = [
-            value
-            for offset, event in enumerate(events)
-            for value in (
-                self.agent_id,
-                self._activity_seq + offset + 1,
-                str(event.get("type")),
-                _text(event.get("at")),
-                _integer(event.get("cycle")),
-                _text(event.get("operation_id")),
-                compact(event),
-            )
-        ]
-        rows_sql = ", ".join(["(%s, %s::bigint, %s, %s, %s::bigint, %s, %s)"] * len(events))
-        lease = "singularity.hold_lease(%s, %s, %s, %s), " if hold else ""
-        batch.execute(
-            "INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, "
-            f"line) SELECT step.* FROM {lease}(VALUES {rows_sql}) AS step",
-            (*(held if hold else ()), *values),
+        tail = change.kept < self._count.get(path, 0) - change.dropped
+        items = [*archived, *change.added]
+        step.change_list(
+            path,
+            keep_from=first if cut else None,
+            keep_below=first + change.kept if tail else None,
+            start=0 if archived else first + change.kept,
+            items=items,
         )
 
     def _after(self, state: AgentState, changes: Changes) -> None:
@@ -434,11 +373,3 @@ class PostgresStore:
             leases.release(self.db, self.lease)
         with contextlib.suppress(psycopg.Error):
             self.db.close()
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
