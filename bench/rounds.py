@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import statistics
 import tempfile
@@ -82,10 +83,12 @@ def script(rounds: int) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Sample:
-    """One run: the warm-up cycle's seconds and the timed cycle's."""
+    """One run: the warm-up cycle's seconds and the timed cycle's (and, once the server
+    has said, the seconds it spent answering the timed cycle's calls)."""
 
     first: float
     timed: float
+    server: float = 0.0
 
 
 Runner = Callable[[Path, ServerProcess, str, int], Sample]
@@ -235,15 +238,17 @@ def _measure(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
                             directory.mkdir()
                             server.served()
                             sample = runners[name](directory, server, kind, length)
-                            answered, kib = server.served()
+                            served = server.served()
                             expected = WARM_UP_ROUNDS + 1 + length + 1
-                            if answered != expected:
+                            if served.count != expected:
                                 raise RuntimeError(
-                                    f"{name} made {answered} model calls, not {expected}"
+                                    f"{name} made {served.count} model calls, not {expected}"
                                 )
                             key = f"{kind}/{length}/{name}"
+                            timed_calls = served.seconds[-(length + 1) :]
+                            sample = dataclasses.replace(sample, server=sum(timed_calls))
                             samples.setdefault(key, []).append(sample)
-                            request_kib[key] = kib
+                            request_kib[key] = served.mean_kib
                             shutil.rmtree(directory)
                             print(
                                 f"  {kind:5} {length:4} {name:16} "
@@ -273,6 +278,12 @@ def _results(
                 for name in names
             }
             medians = {name: statistics.median(r) for name, r in rates.items()}
+            own = {  # the rate with the server's time taken out of the cycle
+                name: statistics.median(
+                    length / (s.timed - s.server) for s in samples[f"{kind}/{length}/{name}"]
+                )
+                for name in names
+            }
             results.append(
                 {
                     "length": length,
@@ -280,6 +291,14 @@ def _results(
                     "rounds_per_second_median": medians,
                     "rounds_per_second_runs": rates,
                     "ms_per_round_median": {n: 1000 / m for n, m in medians.items()},
+                    "server_ms_per_round_median": {
+                        name: 1000
+                        * statistics.median(
+                            s.server / length for s in samples[f"{kind}/{length}/{name}"]
+                        )
+                        for name in names
+                    },
+                    "rounds_per_second_without_server_median": own,
                     "first_cycle_ms_median": {
                         name: 1000
                         * statistics.median(s.first for s in samples[f"{kind}/{length}/{name}"])
@@ -300,10 +319,11 @@ def _results(
     for length in lengths:
         fresh = next(r for r in results if r["length"] == length and r["being"] == "fresh")
         full = next(r for r in results if r["length"] == length and r["being"] == "full")
-        full["full_over_fresh"] = {
-            name: full["rounds_per_second_median"][name] / fresh["rounds_per_second_median"][name]
-            for name in names
-        }
+        for field, rates in (
+            ("full_over_fresh", "rounds_per_second_median"),
+            ("full_over_fresh_without_server", "rounds_per_second_without_server_median"),
+        ):
+            full[field] = {name: full[rates][name] / fresh[rates][name] for name in names}
     return {
         "benchmark": "rounds",
         "command": (
@@ -327,6 +347,8 @@ def render(document: dict[str, Any]) -> str:
         "ours ÷ this",
         "ours-pg ÷ this",
         "full ÷ fresh",
+        "server ms/round",
+        "full ÷ fresh, server out",
         "first cycle ms",
         "request KiB",
     ]
@@ -335,6 +357,7 @@ def render(document: dict[str, Any]) -> str:
         for name, rate in result["rounds_per_second_median"].items():
             ratios = [result["ratio"].get(f"{ours}/{name}") for ours in OURS]
             over = result.get("full_over_fresh", {}).get(name)
+            over_own = result.get("full_over_fresh_without_server", {}).get(name)
             rows.append(
                 [
                     str(result["length"]),
@@ -344,6 +367,8 @@ def render(document: dict[str, Any]) -> str:
                     f"{1000 / rate:.1f}",
                     *("—" if ratio is None else f"{ratio:.2f}x" for ratio in ratios),
                     "—" if over is None else f"{over:.2f}x",
+                    f"{result['server_ms_per_round_median'][name]:.2f}",
+                    "—" if over_own is None else f"{over_own:.2f}x",
                     f"{result['first_cycle_ms_median'][name]:.0f}",
                     f"{result['request_kib_mean'][name]:.0f}",
                 ]

@@ -3,7 +3,7 @@
     with ServerProcess() as server:
         server.add([{"text": "done"}])      # turns in the script-file form
         ... a side talks to server.url ...
-        count, kib = server.served()        # completions answered since the last call
+        served = server.served()            # completions answered since the last call
 
 A real model server does not run inside the being's process: a `ScriptedServer` thread in
 the bench's own process parses every request body under the same interpreter lock as the
@@ -13,8 +13,10 @@ process (`python -m bench.scripted_process`); the bench sends it one JSON line p
 on its stdin and reads one JSON line back on its stdout:
 
 - `{"add": [turn, ...]}` appends turns (`Turn.from_json`) and answers `{"ok": true}`;
-- `{"served": true}` answers `{"completions": n, "bytes": [size, ...], "paths": [...]}`
-  for the completions received since the last such command, and forgets their bodies;
+- `{"served": true}` answers `{"completions": n, "bytes": [size, ...], "seconds": [...]}`
+  for the completions received since the last such command (each one's body size, and the
+  time the server spent on it from its body's arrival to its answer's send: parsing,
+  checking and answering), and forgets their bodies;
 - end of input stops the server and the process.
 
 The child first prints `{"url": "..."}`. It answers 500 `script exhausted` when a side
@@ -23,21 +25,53 @@ asks for more turns than it was given, so a side that makes an extra call is cau
 
 from __future__ import annotations
 
+import io
 import json
 import os
-import statistics
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from singularity.testing.scripted_server import ScriptedServer, Turn
+from singularity.testing.scripted_server import RecordedRequest, ScriptedServer, Turn, _Handler
+
+
+class _TimedServer(ScriptedServer):
+    """The scripted server, timing each request from its body's arrival to its answer."""
+
+    def __init__(self) -> None:
+        super().__init__(default=None)
+        self.seconds: dict[int, float] = {}
+        """By the `id` of each recorded request (held in the request list, cleared with it)."""
+        self._current = threading.local()
+
+    def _record(self, handler: _Handler) -> RecordedRequest:
+        request = super()._record(handler)
+        self._current.request = request
+        return request
+
+    def _handle(self, handler: _Handler) -> None:
+        raw = handler.rfile
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = raw.read(length) if length > 0 else b""
+        started = time.perf_counter()
+        handler.rfile = io.BytesIO(body)  # the server reads the body as it arrived
+        try:
+            super()._handle(handler)
+        finally:
+            handler.rfile = raw
+        spent = time.perf_counter() - started
+        with self._lock:
+            self.seconds[id(self._current.request)] = spent
 
 
 def serve(commands: IO[str], answers: IO[str]) -> None:
     """Play turns on a `ScriptedServer` as `commands` say until they end (the child's body)."""
-    with ScriptedServer(default=None) as server:
+    with _TimedServer() as server:
         _answer(answers, {"url": server.url})
         for line in commands:
             command = json.loads(line)
@@ -52,20 +86,40 @@ def serve(commands: IO[str], answers: IO[str]) -> None:
             raise RuntimeError(f"the scripted server failed: {server.errors!r}")
 
 
-def _forget(server: ScriptedServer) -> dict[str, Any]:
-    completions = server.completions
+def _forget(server: _TimedServer) -> dict[str, Any]:
     with server._lock:  # no public way to forget requests; the server keeps every body
+        requests, seconds = list(server._requests), dict(server.seconds)
         server._requests.clear()
+        server.seconds.clear()
+    chosen = [request for request in requests if request.path.endswith("v1/chat/completions")]
     return {
-        "completions": len(completions),
-        "bytes": [len(request.body) for request in completions],
-        "paths": sorted({request.path for request in completions}),
+        "completions": len(chosen),
+        "bytes": [len(request.body) for request in chosen],
+        "seconds": [seconds[id(request)] for request in chosen],
     }
 
 
 def _answer(answers: IO[str], document: dict[str, Any]) -> None:
     answers.write(json.dumps(document) + "\n")
     answers.flush()
+
+
+@dataclass(frozen=True)
+class Served:
+    """The completions a server answered: each one's body size and the server's seconds."""
+
+    sizes: list[int]
+    seconds: list[float]
+
+    @property
+    def count(self) -> int:
+        """How many completions."""
+        return len(self.sizes)
+
+    @property
+    def mean_kib(self) -> float:
+        """Their mean body size in KiB (0 without any)."""
+        return sum(self.sizes) / len(self.sizes) / 1024 if self.sizes else 0.0
 
 
 class ServerProcess:
@@ -94,11 +148,10 @@ class ServerProcess:
         """Append turns (script-file form) to the server's script."""
         self._ask({"add": turns})
 
-    def served(self) -> tuple[int, float]:
-        """Completions answered since the last call, and their mean size in KiB."""
+    def served(self) -> Served:
+        """The completions answered since the last call, in order."""
         answer = self._ask({"served": True})
-        sizes = answer["bytes"]
-        return answer["completions"], statistics.fmean(sizes) / 1024 if sizes else 0.0
+        return Served(answer["bytes"], answer["seconds"])
 
     def stop(self) -> None:
         """Close the child's input and wait for it to end; raises if it failed."""
