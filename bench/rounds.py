@@ -10,7 +10,9 @@ tool call (`singularity_memory_remember`) and everything persisted for them. A c
 length L is L tool-call turns, then a text turn that ends it; it is timed from the opening
 user message to the final answer, and rounds per second is L over that time, so the fixed
 cost of a cycle (what comes before its first and after its last model call) weighs on
-short cycles. Each run creates a being, boots it and lives one warm-up cycle of one round
+short cycles. Before the repeats every side lives one unrecorded run of each being, so
+that what a process does once (imports, caches) weighs on no side's first figures. Each
+run creates a being, boots it and lives one warm-up cycle of one round
 (the first cycle after a boot: for ours the sanctum is opened, and seeded at birth), then
 the timed cycle; neither setup nor the warm-up is in the rate, the warm-up's time is
 reported beside it.
@@ -31,7 +33,14 @@ All run against the same `ScriptedServer`, in a process of its own started and s
 the bench (`bench/scripted_process.py`: a model server does not share the being's process
 and its interpreter lock), for a fresh and for a full being (1000 memories of 16 KiB, a full
 window of 400 messages / 1 MiB), sides interleaved and their order reversed on every other
-repeat. Every run checks that the server answered exactly the calls of both cycles. Prints a table and writes the figures to
+repeat. Every run checks that the server answered exactly the calls of both cycles. The
+server times its own work on each call (from the body's arrival to the answer's send:
+parsing, checking, answering); the table gives it per round, and full ÷ fresh both as
+measured and with that time taken out of each timed cycle (a full being's requests are
+~300 KiB against ~13 KiB, and a model server's work on the bytes it receives is not the
+runtime's). It also gives the CPU seconds of the bench's process during each timed cycle
+(the side's own work, the server being elsewhere) per round, and full ÷ fresh in rounds
+per CPU second: the figure the disk's and the machine's load move least. Prints a table and writes the figures to
 `bench/results/rounds-<time>.json`. The other sides need the `bench` extra.
 """
 
@@ -44,6 +53,7 @@ import dataclasses
 import shutil
 import statistics
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,12 +93,21 @@ def script(rounds: int) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Sample:
-    """One run: the warm-up cycle's seconds and the timed cycle's (and, once the server
-    has said, the seconds it spent answering the timed cycle's calls)."""
+    """One run: the warm-up cycle's seconds and the timed cycle's, the CPU seconds of this
+    process during the timed cycle (the side's own work: the server is another process),
+    and, once the server has said, the seconds it spent answering the timed cycle's calls."""
 
     first: float
     timed: float
+    cpu: float
     server: float = 0.0
+
+
+def _cpu_timed(cycle: Callable[[], Any]) -> tuple[Any, float]:
+    """What `cycle()` returns, and the CPU seconds this process spent in it."""
+    started = time.process_time()
+    result = cycle()
+    return result, time.process_time() - started
 
 
 Runner = Callable[[Path, ServerProcess, str, int], Sample]
@@ -119,14 +138,15 @@ async def _ours(
     try:
         for length in (WARM_UP_ROUNDS, rounds):
             server.add(script(length))
-            started = loop.time()
+            started, cpu = loop.time(), time.process_time()
             report = await runtime.once()
             spent.append(loop.time() - started)
+            cpu = time.process_time() - cpu
             if report.status != "completed" or len(report.actions) != length:
                 raise RuntimeError(f"our run did not live the scenario: {report}")
     finally:
         await runtime.shutdown()
-    return Sample(*spent)
+    return Sample(*spent, cpu)
 
 
 def ours(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
@@ -153,11 +173,11 @@ def _langgraph(
             server.add(script(WARM_UP_ROUNDS))
             first, _ = being.live(OPENING)
             server.add(script(rounds))
-            timed, preparing = being.live(OPENING)
+            (timed, preparing), cpu = _cpu_timed(lambda: being.live(OPENING))
         finally:
             being.close()
         sdk_share.setdefault(f"{kind}-{rounds}", []).append(preparing / timed)
-        return Sample(first, timed)
+        return Sample(first, timed, cpu)
 
     return run
 
@@ -173,10 +193,12 @@ def _agents(sqlite: dict[str, Any]) -> Runner:
             spent = []
             for length in (WARM_UP_ROUNDS, rounds):
                 server.add(script(length))
+                cpu = time.process_time()
                 spent.append(await being.live(OPENING, length))
+                cpu = time.process_time() - cpu
         finally:
             await being.close()
-        return Sample(*spent)
+        return Sample(*spent, cpu)
 
     def run(directory: Path, server: ServerProcess, kind: str, rounds: int) -> Sample:
         return asyncio.run(lived(directory, server, kind, rounds))
@@ -229,6 +251,15 @@ def _measure(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
     environment = machine(root)
     try:
         with ServerProcess() as server:
+            # One run of each side and being, not recorded, so that what a process does
+            # once (imports, caches) is in no side's first figures.
+            for kind in KINDS:
+                for name, runner in runners.items():
+                    directory = root / f"unrecorded-{kind}-{name}"
+                    directory.mkdir()
+                    runner(directory, server, kind, WARM_UP_ROUNDS)
+                    server.served()
+                    shutil.rmtree(directory)
             for repeat in range(args.repeats):
                 names = list(runners) if repeat % 2 == 0 else list(reversed(runners))
                 for length in lengths:
@@ -299,6 +330,13 @@ def _results(
                         for name in names
                     },
                     "rounds_per_second_without_server_median": own,
+                    "cpu_ms_per_round_median": {
+                        name: 1000
+                        * statistics.median(
+                            s.cpu / length for s in samples[f"{kind}/{length}/{name}"]
+                        )
+                        for name in names
+                    },
                     "first_cycle_ms_median": {
                         name: 1000
                         * statistics.median(s.first for s in samples[f"{kind}/{length}/{name}"])
@@ -324,6 +362,10 @@ def _results(
             ("full_over_fresh_without_server", "rounds_per_second_without_server_median"),
         ):
             full[field] = {name: full[rates][name] / fresh[rates][name] for name in names}
+        full["full_over_fresh_cpu"] = {  # rounds per CPU second, full over fresh
+            name: fresh["cpu_ms_per_round_median"][name] / full["cpu_ms_per_round_median"][name]
+            for name in names
+        }
     return {
         "benchmark": "rounds",
         "command": (
@@ -349,6 +391,8 @@ def render(document: dict[str, Any]) -> str:
         "full ÷ fresh",
         "server ms/round",
         "full ÷ fresh, server out",
+        "CPU ms/round",
+        "full ÷ fresh, CPU",
         "first cycle ms",
         "request KiB",
     ]
@@ -358,6 +402,7 @@ def render(document: dict[str, Any]) -> str:
             ratios = [result["ratio"].get(f"{ours}/{name}") for ours in OURS]
             over = result.get("full_over_fresh", {}).get(name)
             over_own = result.get("full_over_fresh_without_server", {}).get(name)
+            over_cpu = result.get("full_over_fresh_cpu", {}).get(name)
             rows.append(
                 [
                     str(result["length"]),
@@ -369,6 +414,8 @@ def render(document: dict[str, Any]) -> str:
                     "—" if over is None else f"{over:.2f}x",
                     f"{result['server_ms_per_round_median'][name]:.2f}",
                     "—" if over_own is None else f"{over_own:.2f}x",
+                    f"{result['cpu_ms_per_round_median'][name]:.2f}",
+                    "—" if over_cpu is None else f"{over_cpu:.2f}x",
                     f"{result['first_cycle_ms_median'][name]:.0f}",
                     f"{result['request_kib_mean'][name]:.0f}",
                 ]
