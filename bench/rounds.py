@@ -330,6 +330,14 @@ def _results(
                         for name in names
                     },
                     "rounds_per_second_without_server_median": own,
+                    "cpu_ms_per_round_runs": {
+                        name: [1000 * s.cpu / length for s in samples[f"{kind}/{length}/{name}"]]
+                        for name in names
+                    },
+                    "server_ms_per_round_runs": {
+                        name: [1000 * s.server / length for s in samples[f"{kind}/{length}/{name}"]]
+                        for name in names
+                    },
                     "cpu_ms_per_round_median": {
                         name: 1000
                         * statistics.median(
