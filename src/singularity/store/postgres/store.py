@@ -143,8 +143,10 @@ class Batch:
     error in any rolls back all).
     """
 
-    def __init__(self, db: Connection) -> None:
+    def __init__(self, db: Connection, cursor: psycopg.Cursor[Any] | None = None) -> None:
         self.db = db
+        self.cursor = cursor
+        """The cursor a statement alone is sent with (a new one when None)."""
         self._statements: list[tuple[str, Sequence[Any]]] = []
 
     def execute(self, query: str, parameters: Sequence[Any] = ()) -> None:
@@ -155,7 +157,7 @@ class Batch:
         """Send every statement at once and wait for the commit."""
         if len(self._statements) == 1:
             query, parameters = self._statements[0]
-            self.db.execute(query, parameters)
+            (self.cursor or self.db).execute(query, parameters)
             return
         with psycopg.ClientCursor(self.db) as binder:
             joined = ";\n".join(binder.mogrify(query, values) for query, values in self._statements)
@@ -168,6 +170,8 @@ class PostgresStore:
     def __init__(self, url: str, db: Connection, lease: leases.Lease) -> None:
         self.url = url
         self.db = db
+        self._cursor = db.cursor()
+        """The steps' cursor, kept: a cursor made per step costs more than the call."""
         self.lease = lease
         self.agent_id = lease.agent_id
         self.tracker = Tracker()
@@ -286,7 +290,7 @@ class PostgresStore:
             if archived and "conversation" not in changes.lists:
                 step.change_list("conversation", items=archived)
             step.add_events(self._activity_seq + 1, events)
-            batch = Batch(self.db)
+            batch = Batch(self.db, self._cursor)
             batch.execute(STEP, step.parameters())
             if also is not None:
                 also(batch)
