@@ -3,6 +3,7 @@ bytes is the body of the whole document, and a kept encoding is never stale."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import example, given
@@ -10,8 +11,9 @@ from hypothesis import strategies as st
 
 from singularity.gateway.encoding import SWEEP_SLACK, EncodedMessages, WireCache
 from singularity.gateway.wire import completion_body
-from singularity.jsoncodec import compact_utf8, string_utf8
+from singularity.jsoncodec import compact, compact_utf8, string_utf8
 from singularity.mind.context import estimate_tokens, message_size, select_context
+from singularity.text import safe_json
 from singularity.tools.base import ToolDefinition
 
 TOOLS = [
@@ -175,6 +177,30 @@ def test_context_selection_with_kept_sizes_selects_what_it_always_did() -> None:
 @example('\ud800 a\x00\x1f\x7f\u2028"\\/\n\t\b\f\r\U0001f600')
 def test_a_string_is_written_as_the_json_module_writes_it(text: str) -> None:
     assert string_utf8(text) == compact_utf8(text)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(st.characters(codec=None)),
+    lambda inner: st.lists(inner) | st.dictionaries(st.text(st.characters(codec=None)), inner),
+    max_leaves=12,
+)
+
+
+@given(json_values | st.dictionaries(st.text(st.characters(codec=None)), st.text()))
+@example({"role": "tool", "content": '\ud800 a\x00\x7f\u2028"\\/\n', "name": "t"})
+@example({"k": [float("nan"), -0.0, 1e16, 10**30]})
+def test_a_value_is_written_as_the_json_module_writes_it(value: Any) -> None:
+    """`compact_utf8` (a prebuilt C encoder; pydantic-core for a dict of strings) writes
+    what `json.dumps` writes, with a lone surrogate as U+FFFD."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        expected = text.encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(safe_json(value), separators=(",", ":"), ensure_ascii=False).encode()
+    assert compact_utf8(value) == expected
+    assert compact(value, sort_keys=True) == json.dumps(
+        value, separators=(",", ":"), ensure_ascii=False, sort_keys=True
+    )
 
 
 # A system message's parts from round to round: some kept, some new (a lone surrogate

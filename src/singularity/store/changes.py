@@ -30,7 +30,8 @@ import functools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from decimal import Decimal
+from itertools import compress
 from typing import Any
 
 from pydantic import BaseModel
@@ -111,10 +112,36 @@ class Changes:
         return change.dropped if change is not None else 0
 
 
+# What a value is, by its type, found once per type: `isinstance` with a pydantic model
+# goes through `ABCMeta.__instancecheck__`, far slower than a dict lookup.
+_LEAF, _MODEL, _LIST, _DICT = range(4)
+_KINDS: dict[type, int] = {}
+_LEAVES: set[type] = {str, int, float, bool, type(None), Decimal}
+"""The types known to be leaves (not records, lists or dicts), to test a flat container in C."""
+
+
+def _kind(value: Any) -> int:
+    kind = _KINDS.get(type(value))
+    if kind is None:
+        kind = _KINDS[type(value)] = (
+            _MODEL
+            if isinstance(value, BaseModel)
+            else _LIST
+            if isinstance(value, list)
+            else _DICT
+            if isinstance(value, dict)
+            else _LEAF
+        )
+        if kind == _LEAF:
+            _LEAVES.add(type(value))
+    return kind
+
+
 def _json(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list):
+    kind = _kind(value)
+    if kind == _MODEL:  # `model_dump(mode="json")` without its keyword arguments
+        return value.__pydantic_serializer__.to_python(value, mode="json")
+    if kind == _LIST:
         return [_json(item) for item in value]
     return value
 
@@ -123,31 +150,29 @@ def _parts(value: Any, into: list[Any]) -> list[Any]:
     """The objects a field's JSON is made of, in order, with the length of each container:
     the very same parts make the same JSON."""
     into.append(value)
-    if isinstance(value, BaseModel):
+    kind = _kind(value)
+    if kind == _MODEL:
         items: Any = value.__dict__.values()
         if value.__pydantic_extra__:
             _parts(value.__pydantic_extra__, into)
-    elif isinstance(value, list):
+    elif kind == _LIST:
         into.append(len(value))
         items = value
-    elif isinstance(value, dict):
+    elif kind == _DICT:
         into.append(len(value))
         into.extend(value)
         items = value.values()
     else:
         return into
-    if not any(map(isinstance, items, repeat(_CONTAINERS))):
+    if _LEAVES.issuperset(map(type, items)):
         into.extend(items)  # a flat record or list: no call per item
         return into
     for item in items:
-        if isinstance(item, _CONTAINERS):
-            _parts(item, into)
-        else:
+        if type(item) in _LEAVES:
             into.append(item)
+        else:
+            _parts(item, into)
     return into
-
-
-_CONTAINERS = (BaseModel, list, dict)
 
 
 def _same_objects(first: Sequence[Any], second: Sequence[Any]) -> bool:
@@ -165,17 +190,30 @@ def _same_ends(first: list[Any], second: list[Any]) -> bool:
 
 def value_paths(state: AgentState) -> tuple[str, ...]:
     """Every field of the state compared by value, as dotted paths (`budget`, `mind.cycle`)."""
-    return tuple(path for path, _ in _value_getters(state))
+    return _snapshot(state)[0]
 
 
-def _value_getters(state: AgentState) -> tuple[tuple[str, Getter], ...]:
-    return _getters(type(state), tuple(type(getattr(state, name)) for name in NESTED))
+def _snapshot(state: AgentState) -> tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]:
+    """The value paths of a state, their values and its identity lists, fetched at once.
+
+    They are read from the records' `__dict__`: an attribute of a pydantic model costs a
+    `__getattr__` hook on each access.
+    """
+    top = state.__dict__
+    nested = _NESTED(top)
+    fields, values, lists = _plan(type(state), tuple(map(type, nested)))
+    records = (top, *map(_DICT_OF, nested))
+    return fields, values(records), lists(records)
+
+
+_NESTED = operator.itemgetter(*NESTED)
+_DICT_OF = operator.attrgetter("__dict__")
 
 
 @functools.cache
-def _getters(
+def _plan(
     top: type[BaseModel], nested: tuple[type[BaseModel], ...]
-) -> tuple[tuple[str, Getter], ...]:
+) -> tuple[tuple[str, ...], _Fetch, _Fetch]:
     inner = dict(zip(NESTED, nested, strict=True))
     paths: list[str] = []
     for name in top.model_fields:
@@ -187,10 +225,46 @@ def _getters(
             ]
         elif name not in IDENTITY_LISTS:
             paths.append(name)
-    return tuple((path, operator.attrgetter(path)) for path in paths)
+    return tuple(paths), _Fetch(paths), _Fetch(IDENTITY_LISTS)
 
 
-_LIST_GETTERS = tuple((path, operator.attrgetter(path)) for path in IDENTITY_LISTS)
+class _Fetch:
+    """The values at paths (`name` or `record.name`, a record being one of `NESTED`), in
+    order, from the `__dict__`s of the state and of its records."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        owners = ("", *NESTED)
+        self._getters: list[tuple[int, Callable[[dict[str, Any]], tuple[Any, ...]]]] = []
+        grouped: list[str] = []
+        for index, owner in enumerate(owners):
+            names = [path.rpartition(".")[2] for path in paths if path.rpartition(".")[0] == owner]
+            if names:
+                self._getters.append((index, _items(names)))
+                grouped += [f"{owner}.{name}" if owner else name for name in names]
+        if sorted(grouped) != sorted(paths):
+            raise ValueError(f"paths beyond the state's records: {paths}")
+        self._order = _items([grouped.index(path) for path in paths])
+
+    def __call__(self, records: Sequence[dict[str, Any]]) -> tuple[Any, ...]:
+        values: tuple[Any, ...] = ()
+        for index, get in self._getters:
+            values += get(records[index])
+        return self._order(values)
+
+
+def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
+    """`itemgetter` of several keys gives a tuple; of one, the item alone."""
+    get = operator.itemgetter(*keys)
+    return get if len(keys) > 1 else lambda container: (get(container),)
+
+
+_LIST_INDEX = {path: index for index, path in enumerate(IDENTITY_LISTS)}
+
+
+def _containers(values: Sequence[Any]) -> list[int]:
+    """Where the values that may change in place are: all but those of a known leaf type."""
+    leaves = map(_LEAVES.__contains__, map(type, values))
+    return list(compress(range(len(values)), map(operator.not_, leaves)))
 
 
 def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
@@ -214,12 +288,23 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
 
 
 class Tracker:
-    """The image of the state at its last commit, and what changed since."""
+    """The image of the state at its last commit, and what changed since.
+
+    The value fields are fetched together, in the order of `value_paths`: one that is
+    the very object it was is unchanged, unless it is a container (a record, a list),
+    whose parts are then compared; only the others are encoded.
+    """
 
     def __init__(self) -> None:
         self._values: dict[str, Any] | None = None
+        """The JSON of each value field as last committed."""
+        self._objects: list[Any] = []
+        """The objects of the value fields as last committed, in path order."""
+        self._containers: list[int] = []
+        """Where in `_objects` the containers are; `_parts` holds what each is made of."""
         self._parts: dict[str, list[Any]] = {}
-        self._lists: dict[str, list[Any]] = {}
+        self._lists: list[list[Any]] = [[] for _ in IDENTITY_LISTS]
+        """A shallow copy of every identity list, in the order of `IDENTITY_LISTS`."""
 
     @property
     def started(self) -> bool:
@@ -228,49 +313,74 @@ class Tracker:
 
     def reset(self, state: AgentState) -> None:
         """Take the state as committed (after a load, a checkpoint or a whole write)."""
-        self._values = {}
-        for path, get in _value_getters(state):
-            value = get(state)
-            self._values[path] = _json(value)
-            self._parts[path] = _parts(value, [])
-        self._lists = {path: list(get(state)) for path, get in _LIST_GETTERS}
+        paths, current, lists = _snapshot(state)
+        self._values = {path: _json(value) for path, value in zip(paths, current, strict=True)}
+        self._objects = list(current)
+        self._containers = _containers(current)
+        self._parts = {paths[i]: _parts(current[i], []) for i in self._containers}
+        self._lists = list(map(list, lists))
 
     def diff(self, state: AgentState) -> Changes:
         """What changed since the image (everything, when there is none); not yet taken."""
-        values = self._values or {}
-        fields = {}
-        for path, get in _value_getters(state):
-            current = get(state)
-            parts = _parts(current, [])
-            if path in values and _same_objects(parts, self._parts[path]):
-                continue
-            encoded = _json(current)
-            if path not in values or encoded != values[path]:
-                fields[path] = encoded
-            else:  # new objects, the same JSON: the next step compares with these
-                self._parts[path] = parts
+        paths, current, current_lists = _snapshot(state)
+        values = self._values
+        if values is None:
+            fields = {path: _json(value) for path, value in zip(paths, current, strict=True)}
+        else:
+            fields = self._changed_fields(paths, current, values)
         lists = {}
-        for path, get in _LIST_GETTERS:
-            change = _list_change(self._lists.get(path, []), get(state))
+        for path, old, new in zip(IDENTITY_LISTS, self._lists, current_lists, strict=True):
+            if len(old) == len(new) and (
+                not old or (old[0] is new[0] and old[-1] is new[-1] and old == new)
+            ):
+                continue  # the usual list: not touched
+            change = _list_change(old, new)
             if change is not None:
                 lists[path] = change
         return Changes(fields, lists)
 
+    def _changed_fields(
+        self, paths: tuple[str, ...], current: tuple[Any, ...], values: dict[str, Any]
+    ) -> dict[str, Any]:
+        objects, parts = self._objects, self._parts
+        candidates = list(compress(range(len(current)), map(operator.is_not, current, objects)))
+        for index in self._containers:
+            if current[index] is objects[index] and not _same_objects(
+                _parts(current[index], []), parts[paths[index]]
+            ):
+                candidates.append(index)  # the same record, changed in place
+        fields = {}
+        for index in sorted(candidates):
+            path, value = paths[index], current[index]
+            encoded = _json(value)
+            if encoded != values[path]:
+                fields[path] = encoded
+            else:  # new objects, the same JSON: the next step compares with these
+                objects[index] = value
+                parts[path] = _parts(value, [])
+                self._containers = _containers(objects)
+        return fields
+
     def dropped(self, path: str, count: int) -> list[Any]:
         """The first `count` items of a list as last committed (messages leaving the window)."""
-        return [_json(item) for item in self._lists.get(path, [])[:count]]
+        return [_json(item) for item in self._lists[_LIST_INDEX[path]][:count]]
 
     def take(self, state: AgentState, changes: Changes) -> None:
         """Make the state, which `changes` describes, the new image."""
         if self._values is None:
             self.reset(state)
             return
-        for path, value in changes.fields.items():
-            self._values[path] = value
-            self._parts[path] = _parts(operator.attrgetter(path)(state), [])
+        paths, current, lists = _snapshot(state)
+        self._objects = list(current)
+        self._containers = _containers(current)
+        if changes.fields:
+            where = {path: index for index, path in enumerate(paths)}
+            for path, value in changes.fields.items():
+                self._values[path] = value
+                self._parts[path] = _parts(current[where[path]], [])
         # Every list, changed or not: one that compared equal may hold equal replacements,
         # and the next step looks for its items by identity.
-        self._lists = {path: list(get(state)) for path, get in _LIST_GETTERS}
+        self._lists = list(map(list, lists))
 
 
 def _container(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
