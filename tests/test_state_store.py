@@ -205,9 +205,16 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
             _spawn_or_withdraw(state, index)
         elif kind == "status":
             state.status = "running" if state.status != "running" else "stopping"
-        changes = Changes.from_json(loads_strict(_encoded(tracker.diff(state))))
-        assert changes.archived() == state.mind.conversation_archived - archived
-        tracker.take(state, changes)
+        found = tracker.diff(state)
+        encoded = tracker.encode(found)
+        assert encoded == _encoded(found)  # each message encoded once, the same bytes
+        changes = Changes.from_json(loads_strict(encoded))
+        leaving = state.mind.conversation_archived - archived
+        assert changes.archived() == leaving
+        assert tracker.dropped_encoded(leaving) == [
+            compact_utf8(message) for message in tracker.dropped("conversation", leaving)
+        ]
+        tracker.take(state, found)
         apply_changes(document, changes)
         yield state.to_json(), state_of(document, "replay").to_json(), kind
 

@@ -57,6 +57,14 @@ def encode_lines(first_seq: int, messages: Sequence[Any]) -> bytes:
     )
 
 
+def encoded_lines(first_seq: int, messages: Sequence[bytes]) -> bytes:
+    """`encode_lines` of messages given as their compact UTF-8 JSON."""
+    return b"".join(
+        b'{"seq":%d,"message":%b}\n' % (first_seq + offset, message)
+        for offset, message in enumerate(messages)
+    )
+
+
 def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
     """Append messages numbered from `first_seq` and fsync them."""
     data = encode_lines(first_seq, messages)

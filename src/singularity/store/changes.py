@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from singularity.domain.state import AgentState
+from singularity.jsoncodec import compact_utf8
 
 # Lists of items replaced, never changed in place: appended to, cut at the front.
 IDENTITY_LISTS = (
@@ -110,6 +111,16 @@ class Changes:
         """How many messages left the conversation window in this step."""
         change = self.lists.get("conversation")
         return change.dropped if change is not None else 0
+
+
+def encode_changes(changes: Changes, messages: Sequence[bytes]) -> bytes:
+    """`compact_utf8(changes.to_json())`, given the encoding of each message the step
+    added to the conversation (so that each is encoded once, see `Tracker.encode`)."""
+    lists = []
+    for path, change in changes.lists.items():
+        added = b",".join(messages) if path == "conversation" else compact_utf8(change.added)[1:-1]
+        lists.append(b"%b:[%d,%d,[%b]]" % (compact_utf8(path), change.dropped, change.kept, added))
+    return b'{"set":%b,"lists":{%b}}' % (compact_utf8(changes.fields), b",".join(lists))
 
 
 # What a value is, by its type, found once per type: `isinstance` with a pydantic model
@@ -259,6 +270,7 @@ def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 _LIST_INDEX = {path: index for index, path in enumerate(IDENTITY_LISTS)}
+_CONVERSATION = _LIST_INDEX["conversation"]
 
 
 def _containers(values: Sequence[Any]) -> list[int]:
@@ -305,6 +317,13 @@ class Tracker:
         self._parts: dict[str, list[Any]] = {}
         self._lists: list[list[Any]] = [[] for _ in IDENTITY_LISTS]
         """A shallow copy of every identity list, in the order of `IDENTITY_LISTS`."""
+        self._messages: list[bytes | None] = []
+        """The encoding of each message of the conversation image, where it was logged."""
+        self._encoded: tuple[Changes, list[bytes]] | None = None
+        """The last changes `encode` wrote, with the encodings of the messages they add."""
+        self._seen: tuple[Changes, tuple[str, ...], tuple[Any, ...], list[list[Any]]] | None = None
+        """The last `diff`, with the objects and the lists' items it found: what `take`
+        makes the image when it is given that diff."""
 
     @property
     def started(self) -> bool:
@@ -319,6 +338,8 @@ class Tracker:
         self._containers = _containers(current)
         self._parts = {paths[i]: _parts(current[i], []) for i in self._containers}
         self._lists = list(map(list, lists))
+        self._messages = [None] * len(self._lists[_CONVERSATION])
+        self._encoded = None
 
     def diff(self, state: AgentState) -> Changes:
         """What changed since the image (everything, when there is none); not yet taken."""
@@ -337,7 +358,11 @@ class Tracker:
             change = _list_change(old, new)
             if change is not None:
                 lists[path] = change
-        return Changes(fields, lists)
+        changes = Changes(fields, lists)
+        # Every list, changed or not: one that compared equal may hold equal replacements,
+        # and the next step looks for its items by identity.
+        self._seen = (changes, paths, current, list(map(list, current_lists)))
+        return changes
 
     def _changed_fields(
         self, paths: tuple[str, ...], current: tuple[Any, ...], values: dict[str, Any]
@@ -365,12 +390,40 @@ class Tracker:
         """The first `count` items of a list as last committed (messages leaving the window)."""
         return [_json(item) for item in self._lists[_LIST_INDEX[path]][:count]]
 
+    def encode(self, changes: Changes) -> bytes:
+        """The compact UTF-8 JSON of `changes` (from the last `diff`), as `to_json` gives
+        it; the encodings of the messages it adds are kept for `dropped_encoded`."""
+        conversation = changes.lists.get("conversation")
+        messages = [compact_utf8(item) for item in conversation.added] if conversation else []
+        self._encoded = (changes, messages)
+        return encode_changes(changes, messages)
+
+    def dropped_encoded(self, count: int) -> list[bytes]:
+        """The compact UTF-8 JSON of the first `count` messages of the conversation as last
+        committed: the very bytes their step logged, when this tracker encoded it."""
+        items = self._lists[_CONVERSATION][:count]
+        known = self._messages[:count]
+        return [
+            message if message is not None else compact_utf8(_json(item))
+            for item, message in zip(items, known, strict=True)
+        ]
+
     def take(self, state: AgentState, changes: Changes) -> None:
-        """Make the state, which `changes` describes, the new image."""
+        """Make the state, which `changes` describes, the new image.
+
+        Given the last `diff`, the image is what that diff found; given other changes,
+        the state as it is now.
+        """
+        seen, self._seen = self._seen, None
+        encoded, self._encoded = self._encoded, None
         if self._values is None:
             self.reset(state)
             return
-        paths, current, lists = _snapshot(state)
+        if seen is not None and seen[0] is changes:
+            _, paths, current, copies = seen
+        else:
+            paths, current, lists = _snapshot(state)
+            copies = list(map(list, lists))
         self._objects = list(current)
         self._containers = _containers(current)
         if changes.fields:
@@ -378,9 +431,17 @@ class Tracker:
             for path, value in changes.fields.items():
                 self._values[path] = value
                 self._parts[path] = _parts(current[where[path]], [])
-        # Every list, changed or not: one that compared equal may hold equal replacements,
-        # and the next step looks for its items by identity.
-        self._lists = list(map(list, lists))
+        self._lists = copies
+        conversation = changes.lists.get("conversation")
+        if conversation is not None:
+            kept = self._messages[conversation.dropped : conversation.dropped + conversation.kept]
+            if encoded is not None and encoded[0] is changes:
+                kept += encoded[1]
+            else:
+                kept += [None] * len(conversation.added)
+            self._messages = kept
+        if len(self._messages) != len(copies[_CONVERSATION]):  # changes of another state
+            self._messages = [None] * len(copies[_CONVERSATION])
 
 
 def _container(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:

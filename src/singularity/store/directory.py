@@ -26,7 +26,7 @@ from typing import Any
 from singularity.domain.records import ChatMessage, JsonNumber
 from singularity.domain.state import AgentState, parse_state
 from singularity.errors import FatalIoError, JsonFailure, StateError
-from singularity.jsoncodec import compact_utf8, loads_strict
+from singularity.jsoncodec import loads_strict
 from singularity.sanctum.logged import LoggedAppend
 from singularity.secrets import os_error_text
 from singularity.storage import activity as activity_file
@@ -325,17 +325,18 @@ class DirectoryStore:
         if not changes and not lines and not self.appends.riding:
             return
         leaving = changes.archived()
-        moved = self.tracker.dropped("conversation", leaving)
-        archived_before = state.mind.conversation_archived - leaving
         if leaving and changes.fields.get("mind.conversation_archived") is None:
             raise StateError("messages left the conversation window without being archived")
+        # The leaving messages as their step logged them, encoded once.
+        moved = self.tracker.dropped_encoded(leaving)
+        archived_before = state.mind.conversation_archived - leaving
         riding = self.appends.take()
-        self._log.append(self._activity_size, lines, compact_utf8(changes.to_json()), riding)
+        self._log.append(self._activity_size, lines, self.tracker.encode(changes), riding)
         self.appends.write(riding)
         self._write(self._activity_fd, lines, ACTIVITY_FILE)
         self._activity_size += len(lines)
         if moved:
-            leaving_lines = conversation_archive.encode_lines(archived_before, moved)
+            leaving_lines = conversation_archive.encoded_lines(archived_before, moved)
             self._write(self._archive(), leaving_lines, ARCHIVE_FILE)
         self.tracker.take(state, changes)
         if self._log.seq >= self.checkpoint_records or self._log.size > max(
