@@ -186,12 +186,15 @@ json_values = st.recursive(
 )
 
 
-@given(json_values | st.dictionaries(st.text(st.characters(codec=None)), st.text()))
+plain = st.none() | st.booleans() | st.integers() | st.text(st.characters(codec=None))
+
+
+@given(json_values | st.dictionaries(st.text(st.characters(codec=None)), plain) | st.lists(plain))
 @example({"role": "tool", "content": '\ud800 a\x00\x7f\u2028"\\/\n', "name": "t"})
 @example({"k": [float("nan"), -0.0, 1e16, 10**30]})
 def test_a_value_is_written_as_the_json_module_writes_it(value: Any) -> None:
-    """`compact_utf8` (a prebuilt C encoder; pydantic-core for a dict of strings) writes
-    what `json.dumps` writes, with a lone surrogate as U+FFFD."""
+    """`compact_utf8` (a prebuilt C encoder; pydantic-core for a flat dict or list of
+    plain values) writes what `json.dumps` writes, with a lone surrogate as U+FFFD."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     try:
         expected = text.encode("utf-8")

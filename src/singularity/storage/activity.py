@@ -61,7 +61,8 @@ def _parse_line(line: bytes) -> Event | None:
 
 def encode_lines(events: Iterable[Event]) -> bytes:
     """The journal's lines of these events: compact JSON, one a line."""
-    return b"".join(compact_utf8(event) + b"\n" for event in events)
+    encoded = b"\n".join(map(compact_utf8, events))
+    return encoded + b"\n" if encoded else b""
 
 
 def read_events(dir_fd: int) -> list[Event]:

@@ -68,7 +68,10 @@ def open_dir(path: str | os.PathLike[str], dir_fd: int | None = None) -> int:
 
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte, looping over short writes."""
-    view = memoryview(data)
+    written = os.write(fd, data)
+    if written == len(data):  # the usual write: whole
+        return
+    view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         view = view[written:]

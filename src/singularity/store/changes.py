@@ -113,13 +113,17 @@ class Changes:
         return change.dropped if change is not None else 0
 
 
+_KEYS = {path: compact_utf8(path) for path in IDENTITY_LISTS}
+
+
 def encode_changes(changes: Changes, messages: Sequence[bytes]) -> bytes:
     """`compact_utf8(changes.to_json())`, given the encoding of each message the step
     added to the conversation (so that each is encoded once, see `Tracker.encode`)."""
     lists = []
     for path, change in changes.lists.items():
         added = b",".join(messages) if path == "conversation" else compact_utf8(change.added)[1:-1]
-        lists.append(b"%b:[%d,%d,[%b]]" % (compact_utf8(path), change.dropped, change.kept, added))
+        key = _KEYS.get(path) or compact_utf8(path)
+        lists.append(b"%b:[%d,%d,[%b]]" % (key, change.dropped, change.kept, added))
     return b'{"set":%b,"lists":{%b}}' % (compact_utf8(changes.fields), b",".join(lists))
 
 
