@@ -5,8 +5,9 @@ point down); `singularity.runtime.loop.sanctum` binds it to the `Extension` base
 opens (or births, or finishes) the sanctum and writes the session notes a crash left
 missing; after every cycle, and at stop, it writes a session note for each cycle that
 ended without one. The `Sanctum:` prompt section is cached and rebuilt whenever the
-sanctum changes: after a sanctum tool changed a file, at every cycle boundary, and
-when an identity file, PULSE.md, pending.md or the tending stamp changed on disk.
+sanctum changes: after a sanctum tool changed a file, at every cycle boundary (before the
+solvency check, which builds the cycle's first request), and when an identity file,
+PULSE.md, pending.md or the tending stamp changed on disk.
 """
 
 from __future__ import annotations
@@ -241,10 +242,14 @@ class SanctumCore:
         self.open()
         self.settle(self.host.state.cycle, "interrupted (the process ended)")
 
-    async def before_cycle(self) -> None:
-        """Note a cycle that an error ended; see the sanctum as it is now."""
-        self.settle(self.host.state.cycle, "ended by an error")
+    def before_check(self) -> None:
+        """See the sanctum as it is now: the solvency check builds the section that the
+        cycle's first request then reuses unless the sanctum changed in between."""
         self.invalidate()
+
+    async def before_cycle(self) -> None:
+        """Note a cycle that an error ended (the section is rebuilt if a note is written)."""
+        self.settle(self.host.state.cycle, "ended by an error")
 
     async def after_cycle(self, report: CycleInfo) -> None:
         """Write the runtime's session note if the cycle left none."""

@@ -56,6 +56,10 @@ class Extension:
     async def at_boot(self) -> None:
         """Once the being is open and saved `running`."""
 
+    def before_check(self) -> None:
+        """Before a cycle's solvency check, which builds its first request: the cycle
+        boundary, where a part stops trusting what it cached of the world outside."""
+
     async def before_cycle(self) -> None:
         """Before a cycle's framing message."""
 

@@ -224,6 +224,8 @@ def _tool_call_messages(completion: Any) -> list[ToolCall]:
 async def live_cycle(life: Life) -> CycleReport:
     """Live one cycle; a gateway error propagates after its reservation is settled."""
     being, state = life.being, life.being.state
+    for extension in life.extensions:
+        extension.before_check()  # the check and the first round then share what is built
     if not can_afford_cycle(life):
         state.status = "exhausted"
         return life.report("budget_exhausted", [], None)
