@@ -22,8 +22,8 @@ from singularity.errors import StateError
 SCHEMA = "singularity"
 LOCK_KEY = 0x5347_5354_4F52  # "SGSTOR": the advisory lock of migrations
 
-STEP_FUNCTION = """
-CREATE FUNCTION singularity.step(
+_STEP_TEMPLATE = """
+CREATE_FUNCTION singularity.step(
     p_agent text, p_owner text, p_epoch bigint, p_seconds double precision,
     p_create boolean, p_step jsonb
 ) RETURNS void LANGUAGE plpgsql AS $$
@@ -31,7 +31,7 @@ DECLARE
     b jsonb := p_step->'being';
     l jsonb;
 BEGIN
-    PERFORM singularity.hold_lease(p_agent, p_owner, p_epoch, p_seconds);
+HOLD_LEASE
     IF p_create THEN
         INSERT INTO singularity.beings (agent_id, schema_version, status, cycle, started_at,
             updated_at, identity, budget, system_prompt, current_model,
@@ -169,7 +169,25 @@ COMMENT ON FUNCTION singularity.step IS
     '"keep_from", below "keep_below") and the "rows" it appends, numbered from "start"; '
     '"events", numbered from "first_event"';
 """
-"""`singularity.step`: one step's writes, every one after holding the lease."""
+"""`singularity.step`, with `CREATE_FUNCTION` and `HOLD_LEASE` to fill in."""
+STEP_FUNCTION = _STEP_TEMPLATE.replace("CREATE_FUNCTION", "CREATE FUNCTION").replace(
+    "HOLD_LEASE", "    PERFORM singularity.hold_lease(p_agent, p_owner, p_epoch, p_seconds);"
+)
+"""`singularity.step` as migration `0006_step_function` made it: every write after holding
+the lease (an update of its row that renews it)."""
+STEP_FUNCTION_SHARED_LEASE = _STEP_TEMPLATE.replace(
+    "CREATE_FUNCTION", "CREATE OR REPLACE FUNCTION"
+).replace(
+    "HOLD_LEASE",
+    """    PERFORM 1 FROM singularity.leases
+        WHERE agent_id = p_agent AND owner = p_owner AND epoch = p_epoch FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the lease of % (epoch %) is no longer held by %',
+            p_agent, p_epoch, p_owner USING ERRCODE = 'SG001';
+    END IF;""",
+)
+"""`singularity.step` since `0007_step_shares_lease`: the lease's row is locked in share mode,
+not updated (`p_seconds` is no longer read; the renewer keeps the lease's expiry)."""
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -327,6 +345,13 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         # a session (PL/pgSQL keeps their plans), not once a step.
         "0006_step_function",
         STEP_FUNCTION,
+    ),
+    (
+        # A takeover updates the lease's row, so a share lock on it taken with the step is
+        # as atomic a check as an update of it, and costs the step less: no new row
+        # version to write and log. The expiry is renewed by the holder's renewer thread.
+        "0007_step_shares_lease",
+        STEP_FUNCTION_SHARED_LEASE,
     ),
 )
 LEASE_LOST = "SG001"
