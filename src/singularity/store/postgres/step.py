@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+from psycopg import generators, pq
 from psycopg.types.numeric import Int8
 
 from singularity.errors import StateError
@@ -113,3 +115,51 @@ def _only_text(value: object) -> str | None:
 
 def _only_integer(value: object) -> str | None:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+PREPARED = b"singularity_step"
+PREPARE = (
+    "PREPARE singularity_step (text, text, bigint, double precision, boolean, jsonb) "
+    "AS SELECT singularity.step($1, $2, $3, $4, $5, $6)"
+)
+"""The step's call prepared by name, its parameters sent as text: what the call is, the
+server knows once a session, and a step's values are just their bytes."""
+
+
+class Call:
+    """The step's call sent on its own, its answer read later: what the runtime does in
+    between overlaps the server's statements and its commit's flush."""
+
+    def __init__(self, db: psycopg.Connection[Any]) -> None:
+        self.db = db
+        self._prepared = False
+
+    def send(self, parameters: tuple[Any, ...]) -> None:
+        """Send the call of `Step.parameters()`; `wait` must follow."""
+        db = self.db
+        if not self._prepared:
+            db.execute(PREPARE)
+            self._prepared = True
+        agent, owner, epoch, seconds, create, document = parameters
+        values = [
+            agent.encode(),
+            owner.encode(),
+            str(int(epoch)).encode(),
+            repr(float(seconds)).encode(),
+            b"t" if create else b"f",
+            document.encode(),
+        ]
+        with db.lock:
+            if db.pgconn.status != pq.ConnStatus.OK:
+                raise psycopg.OperationalError("the connection is closed")
+            db.pgconn.send_query_prepared(PREPARED, values)
+            db.wait(generators.send(db.pgconn))
+
+    def wait(self) -> None:
+        """Wait for the call's answer: a database error as psycopg raises it."""
+        db = self.db
+        with db.lock:
+            results = db.wait(generators.fetch_many(db.pgconn))
+        for result in results:
+            if result.status == pq.ExecStatus.FATAL_ERROR:
+                raise psycopg.errors.error_from_result(result, encoding=db.info.encoding)

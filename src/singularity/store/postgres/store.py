@@ -35,7 +35,7 @@ from singularity.store.postgres.connection import (
     warn_unless_durable,
 )
 from singularity.store.postgres.migrations import LEASE_LOST, migrate, migrated
-from singularity.store.postgres.step import STEP, Step
+from singularity.store.postgres.step import STEP, Call, Step
 
 log = logging.getLogger(__name__)
 Connection = psycopg.Connection[Any]
@@ -172,6 +172,7 @@ class PostgresStore:
         self.db = db
         self._cursor = db.cursor()
         """The steps' cursor, kept: a cursor made per step costs more than the call."""
+        self._call = Call(db)
         self.lease = lease
         self.agent_id = lease.agent_id
         self.tracker = Tracker()
@@ -290,13 +291,23 @@ class PostgresStore:
             if archived and "conversation" not in changes.lists:
                 step.change_list("conversation", items=archived)
             step.add_events(self._activity_seq + 1, events)
-            batch = Batch(self.db, self._cursor)
-            batch.execute(STEP, step.parameters())
-            if also is not None:
-                also(batch)
-            for rider in self._riders:
-                rider(batch)
-            batch.run()
+            alone = self._exists and also is None and not self._riders
+            if alone:
+                self._call.send(step.parameters())
+                try:
+                    # Once the call is sent, the image is advanced while the server works:
+                    # should the step fail, the store is broken and never reads it again.
+                    self._after(state, changes)
+                finally:
+                    self._call.wait()
+            else:
+                batch = Batch(self.db, self._cursor)
+                batch.execute(STEP, step.parameters())
+                if also is not None:
+                    also(batch)
+                for rider in self._riders:
+                    rider(batch)
+                batch.run()
         except psycopg.Error as error:
             self.broken = True
             if getattr(error, "sqlstate", None) == LEASE_LOST:
@@ -310,7 +321,8 @@ class PostgresStore:
         self._riders.clear()
         self.events_at_open.extend(events)
         self._activity_seq += len(events)
-        self._after(state, changes)
+        if not alone:
+            self._after(state, changes)
 
     def ride(self, statements: Callable[[Batch], None]) -> None:
         """Send `statements` in the next step's transaction: durable with that step, or not
