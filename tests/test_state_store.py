@@ -28,6 +28,7 @@ from singularity.jsoncodec import compact, compact_utf8, loads_strict
 from singularity.store.base import state_of
 from singularity.store.changes import Changes, Tracker, apply_changes
 from singularity.store.directory import DirectoryStore, check_log, peek_state
+from singularity.store.postgres.store import PostgresStore
 from tests.support.reached import Reached
 from tests.support.stores import (
     AT,
@@ -456,6 +457,47 @@ def test_a_step_of_a_full_being_in_postgres_writes_only_what_changed(tmp_path: P
     # events, whatever the being already held.
     assert written == {"memories": (1,), "messages": (2,), "actions": (1,), "activity": (2,)}
     assert held == (151,)
+
+
+def test_a_step_in_postgres_leaves_the_lease_row_to_the_renewer(tmp_path: Path) -> None:
+    # The step locks the lease's row to check it; only the renewer rewrites it.
+    agent = new_place("postgresql", tmp_path)
+    store = open_store("postgresql", agent)
+    lease_row = "SELECT xmin::text, expires_at FROM singularity.leases WHERE agent_id = %s"
+    try:
+        state = a_being(agent)
+        store.load()
+        store.commit(state, [{"type": "started", "at": AT}])
+        with psycopg.connect(store_url(), autocommit=True) as db:
+            before = db.execute(lease_row, (agent,)).fetchone()
+            for index in range(3):
+                store.commit(state, live_a_step(state, index))
+            assert db.execute(lease_row, (agent,)).fetchone() == before
+    finally:
+        store.close()
+
+
+def test_a_step_in_postgres_survives_the_session_losing_its_prepared_statements(
+    tmp_path: Path,
+) -> None:
+    # psycopg deallocates every statement of the session after a rollback, the step's too.
+    agent = new_place("postgresql", tmp_path)
+    store = PostgresStore.open(store_url(), agent)
+    state = a_being(agent)
+    try:
+        store.load()
+        store.commit(state, [{"type": "started", "at": AT}])
+        store.commit(state, live_a_step(state, 0))
+        store.db.execute("DEALLOCATE ALL")
+        store.commit(state, live_a_step(state, 1))
+    finally:
+        store.close()
+    reopened = open_store("postgresql", agent)
+    try:
+        loaded = reopened.load()
+        assert loaded is not None and loaded.to_json() == state.to_json()
+    finally:
+        reopened.close()
 
 
 def test_the_activity_journal_in_postgres_is_append_only(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 from pathlib import Path
 
@@ -134,6 +135,52 @@ def test_a_step_after_the_lease_was_taken_is_refused_in_process(tmp_path: Path) 
             first.commit(state, [])  # and it stays refused
         loaded = second.load()
         assert loaded is not None and loaded.mind.memories == []
+    finally:
+        first.db.close()
+        second.close()
+
+
+def test_a_takeover_waits_for_the_step_in_flight_then_refuses_the_next(tmp_path: Path) -> None:
+    # The step checks the lease by a share lock of its row, which the takeover's update
+    # must wait for: the step in flight commits under the old epoch, and none after it.
+    url, place = store_url(), new_place("postgresql", tmp_path)
+    first = PostgresStore.open(url, place, lease_secs=LEASE_SECS)
+    state = a_being()
+    first.load()
+    first.commit(state, [])
+    first.renewer.stop()
+    lease = first.lease
+    taken: list[PostgresStore] = []
+    with psycopg.connect(url, autocommit=True) as stepping, psycopg.connect(url) as watch:
+        watch.autocommit = True
+        watch.execute(
+            "UPDATE singularity.leases SET expires_at = now() WHERE agent_id = %s", (place,)
+        )
+        with stepping.transaction():
+            stepping.execute(
+                "SELECT singularity.step(%s, %s, %s, %s, false, %s::jsonb)",
+                (*lease.hold_arguments(), json.dumps({"events": [], "first_event": 1})),
+            )
+            taking = threading.Thread(target=lambda: taken.append(_take_over(url, place)))
+            taking.start()
+            wait_for(
+                lambda: (
+                    watch.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE %s",
+                        ("%INSERT INTO singularity.leases%",),
+                    ).fetchone()
+                    == (1,)
+                ),
+                "the takeover waiting for the step's lock on the lease",
+            )
+            assert not taken
+        taking.join()
+    second = taken[0]
+    try:
+        assert second.lease.epoch == lease.epoch + 1
+        with pytest.raises(LeaseLost, match="taken over"):
+            first.commit(state, live_a_step(state, 1))
     finally:
         first.db.close()
         second.close()

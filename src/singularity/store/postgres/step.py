@@ -117,6 +117,7 @@ def _only_integer(value: object) -> str | None:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: none prepared by that name
 PREPARED = b"singularity_step"
 PREPARE = (
     "PREPARE singularity_step (text, text, bigint, double precision, boolean, jsonb) "
@@ -133,15 +134,12 @@ class Call:
     def __init__(self, db: psycopg.Connection[Any]) -> None:
         self.db = db
         self._prepared = False
+        self._values: list[bytes] = []
 
     def send(self, parameters: tuple[Any, ...]) -> None:
         """Send the call of `Step.parameters()`; `wait` must follow."""
-        db = self.db
-        if not self._prepared:
-            db.execute(PREPARE)
-            self._prepared = True
         agent, owner, epoch, seconds, create, document = parameters
-        values = [
+        self._values = [
             agent.encode(),
             owner.encode(),
             str(int(epoch)).encode(),
@@ -149,10 +147,17 @@ class Call:
             b"t" if create else b"f",
             document.encode(),
         ]
+        self._send()
+
+    def _send(self) -> None:
+        db = self.db
+        if not self._prepared:
+            db.execute(PREPARE)
+            self._prepared = True
         with db.lock:
             if db.pgconn.status != pq.ConnStatus.OK:
                 raise psycopg.OperationalError("the connection is closed")
-            db.pgconn.send_query_prepared(PREPARED, values)
+            db.pgconn.send_query_prepared(PREPARED, self._values)
             db.wait(generators.send(db.pgconn))
 
     def wait(self) -> None:
@@ -161,5 +166,14 @@ class Call:
         with db.lock:
             results = db.wait(generators.fetch_many(db.pgconn))
         for result in results:
-            if result.status == pq.ExecStatus.FATAL_ERROR:
-                raise psycopg.errors.error_from_result(result, encoding=db.info.encoding)
+            if result.status != pq.ExecStatus.FATAL_ERROR:
+                continue
+            error = psycopg.errors.error_from_result(result, encoding=db.info.encoding)
+            if error.sqlstate == UNKNOWN_STATEMENT and self._prepared:
+                # psycopg deallocates every prepared statement of the session after a
+                # rollback; the call was refused before it ran, so it is prepared again.
+                self._prepared = False
+                self._send()
+                self.wait()
+                return
+            raise error
