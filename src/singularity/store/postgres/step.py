@@ -160,7 +160,7 @@ class Call:
             db.pgconn.send_query_prepared(PREPARED, self._values)
             db.wait(generators.send(db.pgconn))
 
-    def wait(self) -> None:
+    def wait(self, *, again: bool = True) -> None:
         """Wait for the call's answer: a database error as psycopg raises it."""
         db = self.db
         with db.lock:
@@ -169,11 +169,11 @@ class Call:
             if result.status != pq.ExecStatus.FATAL_ERROR:
                 continue
             error = psycopg.errors.error_from_result(result, encoding=db.info.encoding)
-            if error.sqlstate == UNKNOWN_STATEMENT and self._prepared:
+            if again and error.sqlstate == UNKNOWN_STATEMENT:
                 # psycopg deallocates every prepared statement of the session after a
                 # rollback; the call was refused before it ran, so it is prepared again.
                 self._prepared = False
                 self._send()
-                self.wait()
+                self.wait(again=False)
                 return
             raise error
