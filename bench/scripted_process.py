@@ -39,6 +39,9 @@ from typing import IO, Any
 
 from singularity.testing.scripted_server import RecordedRequest, ScriptedServer, Turn, _Handler
 
+TIMED_WAIT_SECS = 600.0
+"""How long `served` waits for the handlers of answered requests to record their time."""
+
 
 class _TimedServer(ScriptedServer):
     """The scripted server, timing each request from its body's arrival to its answer."""
@@ -46,7 +49,10 @@ class _TimedServer(ScriptedServer):
     def __init__(self) -> None:
         super().__init__(default=None)
         self.seconds: dict[int, float] = {}
-        """By the `id` of each recorded request (held in the request list, cleared with it)."""
+        """By the `id` of each recorded request (held in the request list until forgotten)."""
+        self.timed = threading.Condition()
+        """Guards `seconds`; notified as each request's time is recorded, which is after its
+        answer was sent: a side may ask what was served before the handler got there."""
         self._current = threading.local()
 
     def _record(self, handler: _Handler) -> RecordedRequest:
@@ -65,8 +71,11 @@ class _TimedServer(ScriptedServer):
         finally:
             handler.rfile = raw
         spent = time.perf_counter() - started
-        with self._lock:
-            self.seconds[id(self._current.request)] = spent
+        request = self._current.request
+        if _completion(request):  # only these are forgotten with their time
+            with self.timed:
+                self.seconds[id(request)] = spent
+                self.timed.notify_all()
 
 
 def serve(commands: IO[str], answers: IO[str]) -> None:
@@ -86,12 +95,22 @@ def serve(commands: IO[str], answers: IO[str]) -> None:
             raise RuntimeError(f"the scripted server failed: {server.errors!r}")
 
 
+def _completion(request: RecordedRequest) -> bool:
+    return request.path.endswith("v1/chat/completions")
+
+
 def _forget(server: _TimedServer) -> dict[str, Any]:
     with server._lock:  # no public way to forget requests; the server keeps every body
-        requests, seconds = list(server._requests), dict(server.seconds)
+        requests = list(server._requests)
         server._requests.clear()
-        server.seconds.clear()
-    chosen = [request for request in requests if request.path.endswith("v1/chat/completions")]
+    chosen = [request for request in requests if _completion(request)]
+    keys = [id(request) for request in chosen]
+    with server.timed:
+        if not server.timed.wait_for(
+            lambda: all(key in server.seconds for key in keys), timeout=TIMED_WAIT_SECS
+        ):
+            raise RuntimeError(f"completions answered but not timed after {TIMED_WAIT_SECS} s")
+        seconds = {key: server.seconds.pop(key) for key in keys}
     return {
         "completions": len(chosen),
         "bytes": [len(request.body) for request in chosen],
