@@ -51,10 +51,7 @@ def read_archive(dir_fd: int) -> list[dict[str, Any]]:
 
 def encode_lines(first_seq: int, messages: Sequence[Any]) -> bytes:
     """The archive's lines of these messages, numbered from `first_seq`."""
-    return b"".join(
-        compact_utf8({"seq": first_seq + offset, "message": message}) + b"\n"
-        for offset, message in enumerate(messages)
-    )
+    return encoded_lines(first_seq, [compact_utf8(message) for message in messages])
 
 
 def encoded_lines(first_seq: int, messages: Sequence[bytes]) -> bytes:
