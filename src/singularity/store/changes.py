@@ -273,8 +273,7 @@ def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
     return get if len(keys) > 1 else lambda container: (get(container),)
 
 
-_LIST_INDEX = {path: index for index, path in enumerate(IDENTITY_LISTS)}
-_CONVERSATION = _LIST_INDEX["conversation"]
+_CONVERSATION = IDENTITY_LISTS.index("conversation")
 
 
 def _containers(values: Sequence[Any]) -> list[int]:
@@ -379,6 +378,7 @@ class Tracker:
             ):
                 candidates.append(index)  # the same record, changed in place
         fields = {}
+        replaced = False
         for index in sorted(candidates):
             path, value = paths[index], current[index]
             encoded = _json(value)
@@ -387,12 +387,10 @@ class Tracker:
             else:  # new objects, the same JSON: the next step compares with these
                 objects[index] = value
                 parts[path] = _parts(value, [])
-                self._containers = _containers(objects)
+                replaced = True
+        if replaced:
+            self._containers = _containers(objects)
         return fields
-
-    def dropped(self, path: str, count: int) -> list[Any]:
-        """The first `count` items of a list as last committed (messages leaving the window)."""
-        return [_json(item) for item in self._lists[_LIST_INDEX[path]][:count]]
 
     def encode(self, changes: Changes) -> bytes:
         """The compact UTF-8 JSON of `changes` (from the last `diff`), as `to_json` gives
