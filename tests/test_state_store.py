@@ -212,9 +212,8 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
         changes = Changes.from_json(loads_strict(encoded))
         leaving = state.mind.conversation_archived - archived
         assert changes.archived() == leaving
-        assert tracker.dropped_encoded(leaving) == [  # the replayed state's oldest messages
-            compact_utf8(message) for message in document["conversation"][:leaving]
-        ]
+        oldest = document["conversation"][:leaving]  # the replayed state's, before this step
+        assert tracker.dropped_encoded(leaving) == [compact_utf8(message) for message in oldest]
         tracker.take(state, found)
         apply_changes(document, changes)
         yield state.to_json(), state_of(document, "replay").to_json(), kind
