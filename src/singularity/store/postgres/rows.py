@@ -68,7 +68,6 @@ class ListTable:
     """Its item columns after `agent_id` and `seq` (and `kind` for resources)."""
     to_row: Callable[[Any], tuple[Any, ...]]
     from_row: Callable[[tuple[Any, ...]], Any]
-    casts: tuple[str, ...]
     kind: str | None = None
 
     def where(self) -> str:
@@ -78,21 +77,6 @@ class ListTable:
     def key(self, agent_id: str) -> tuple[str, ...]:
         """The parameters of `where`."""
         return (agent_id, self.kind) if self.kind else (agent_id,)
-
-    def insert_sql(self, count: int, *, cut_before: bool = False) -> str:
-        """One INSERT of `count` items (agent, (kind,) seq, columns), each one placeholder.
-
-        With `cut_before`, the same statement first deletes the rows before a position
-        (its first parameter after the key): one statement for a list cut at the front.
-        """
-        names = ["agent_id", *(["kind"] if self.kind else []), "seq", *self.columns]
-        one = ["%s"] * (len(names) - len(self.columns)) + [f"%s{c}" for c in self.casts]
-        values = ", ".join([f"({', '.join(one)})"] * count)
-        insert = f"INSERT INTO singularity.{self.table} ({', '.join(names)}) VALUES {values}"
-        if not cut_before:
-            return insert
-        cut = f"DELETE FROM singularity.{self.table} WHERE {self.where()} AND seq < %s"
-        return f"WITH cut AS ({cut}) {insert}"
 
 
 MEMORY_FIELDS = ("id", "kind", "text", "created_at")
@@ -116,12 +100,12 @@ def _action_row(item: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _text_table(path: str, table: str) -> ListTable:
-    return ListTable(path, table, ("text",), lambda item: (item,), lambda row: row[0], ("",))
+    return ListTable(path, table, ("text",), lambda item: (item,), lambda row: row[0])
 
 
 def _resources(path: str, kind: str) -> ListTable:
     return ListTable(
-        path, "resources", ("resource_id",), lambda item: (item,), lambda row: row[0], ("",), kind
+        path, "resources", ("resource_id",), lambda item: (item,), lambda row: row[0], kind
     )
 
 
@@ -132,7 +116,6 @@ LISTS = (
         ("role", "message"),
         lambda item: (item.get("role"), compact(item)),
         lambda row: load_json(row[1]),
-        ("", "::json"),
     ),
     ListTable(
         "recent_actions",
@@ -140,7 +123,6 @@ LISTS = (
         (*ACTION_FIELDS, "extra"),
         _action_row,
         lambda row: _joined(row[:4], ACTION_FIELDS, row[4]),
-        ("", "", "", "", "::json"),
     ),
     _text_table("mind.rules", "rules"),
     _text_table("mind.learnings", "learnings"),
@@ -150,7 +132,6 @@ LISTS = (
         (*MEMORY_FIELDS, "sources", "extra"),
         _memory_row,
         _memory,
-        ("", "", "", "", "::json", "::json"),
     ),
     _resources("created_resources.chat_ids", "chat"),
     _resources("created_resources.message_ids", "message"),

@@ -136,17 +136,15 @@ def read_snapshot(db: Connection, agent: str, *, with_events: bool = True) -> Sn
 class Batch:
     """The statements of one transaction, sent in one round trip.
 
-    One statement alone (a step without riders) goes with its parameters bound by the
-    server, and psycopg prepares a statement it sends again and again (the step's call):
-    parsed and planned once a session. Several are bound on the client, by psycopg's
+    One statement alone (a new being's first step, a lease held alone) goes with its
+    parameters bound by the server; the later steps are sent by `step.Call`. Several
+    statements are bound on the client, by psycopg's
     quoting, and sent as one query, which PostgreSQL runs as a single transaction (an
     error in any rolls back all).
     """
 
-    def __init__(self, db: Connection, cursor: psycopg.Cursor[Any] | None = None) -> None:
+    def __init__(self, db: Connection) -> None:
         self.db = db
-        self.cursor = cursor
-        """The cursor a statement alone is sent with (a new one when None)."""
         self._statements: list[tuple[str, Sequence[Any]]] = []
 
     def execute(self, query: str, parameters: Sequence[Any] = ()) -> None:
@@ -157,7 +155,7 @@ class Batch:
         """Send every statement at once and wait for the commit."""
         if len(self._statements) == 1:
             query, parameters = self._statements[0]
-            (self.cursor or self.db).execute(query, parameters)
+            self.db.execute(query, parameters)
             return
         with psycopg.ClientCursor(self.db) as binder:
             joined = ";\n".join(binder.mogrify(query, values) for query, values in self._statements)
@@ -170,8 +168,6 @@ class PostgresStore:
     def __init__(self, url: str, db: Connection, lease: leases.Lease) -> None:
         self.url = url
         self.db = db
-        self._cursor = db.cursor()
-        """The steps' cursor, kept: a cursor made per step costs more than the call."""
         self._call = Call(db)
         self.lease = lease
         self.agent_id = lease.agent_id
@@ -301,7 +297,7 @@ class PostgresStore:
                 finally:
                     self._call.wait()
             else:
-                batch = Batch(self.db, self._cursor)
+                batch = Batch(self.db)
                 batch.execute(STEP, step.parameters())
                 if also is not None:
                     also(batch)
