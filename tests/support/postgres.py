@@ -1,6 +1,7 @@
 """The session's PostgreSQL server for the tests (`singularity.testing.postgres`).
 
-Started on first use, stopped (and its directory removed) when the test process exits.
+Started on first use, stopped (and its directory removed) when the test process exits,
+or by its watchdog when the process is killed first.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 For the tests and for a one-machine trial (`singularity fleet dev`): the package bundles
 PostgreSQL 18 with pgvector. PostgreSQL refuses to run as root, so as root the server
 runs as an unprivileged system user that is created if missing. It listens on loopback
-only, on a free port, with its socket in its own data directory, with `fsync=on`.
+only, on a free port, with its socket in its own data directory, with `fsync=on`. A
+watchdog process (`postgres_watchdog`) stops the server when the process that started it
+ends without stopping it, even by SIGKILL: a server never outlives its owner.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from singularity.testing import postgres_watchdog
 
 SYSTEM_USER = "singularity-pg"
 START_ATTEMPTS = 5
@@ -37,12 +41,17 @@ class Server:
     user: str | None
     keep: bool = False
     """Keep the data directory at `stop` (a server started in a folder of its own)."""
+    watchdog: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
+    """What stops the server if its owner ends first (released at `stop`)."""
+
+    def as_user(self, *command: str) -> list[str]:
+        """`command` run as the server's user."""
+        return ["runuser", "-u", self.user, "--", *command] if self.user else list(command)
 
     def run(self, *command: str) -> subprocess.CompletedProcess[str]:
         """Run a server program as the server's user."""
-        prefix = ["runuser", "-u", self.user, "--"] if self.user else []
         return subprocess.run(
-            [*prefix, *command],
+            self.as_user(*command),
             capture_output=True,
             text=True,
             timeout=READY_SECS + 60,
@@ -76,12 +85,25 @@ class Server:
             "start",
         )
 
+    def stop_command(self) -> list[str]:
+        """What stops the server fast, waiting until it has stopped."""
+        pg_ctl = os.path.join(self.bin_dir, "pg_ctl")
+        return self.as_user(pg_ctl, "-D", self.data_dir, "-m", "fast", *WAIT, "stop")
+
+    def removed(self) -> str | None:
+        """The folder `stop` removes (None: the data is kept)."""
+        return None if self.keep else os.path.dirname(self.data_dir)
+
     def stop(self) -> None:
         """Stop fast and remove the data directory (unless it is kept)."""
-        pg_ctl = os.path.join(self.bin_dir, "pg_ctl")
-        self.run(pg_ctl, "-D", self.data_dir, "-m", "fast", *WAIT, "stop")
-        if not self.keep:
-            shutil.rmtree(os.path.dirname(self.data_dir), ignore_errors=True)
+        subprocess.run(
+            self.stop_command(), capture_output=True, timeout=READY_SECS + 60, check=False
+        )
+        if (removed := self.removed()) is not None:
+            shutil.rmtree(removed, ignore_errors=True)
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None:
+            postgres_watchdog.release(watchdog)
 
 
 def _free_port() -> int:
@@ -154,8 +176,11 @@ def start_server(folder: str | None = None) -> Server:
     if user is not None:
         os.chmod(scratch, 0o755)
         shutil.chown(data_dir, user, user)
+    # Watched from before initdb: an owner killed at any later point leaves nothing running.
+    unstarted = Server("", 0, data_dir, bin_dir, user, keep=folder is not None)
+    watchdog = postgres_watchdog.spawn(unstarted.stop_command(), unstarted.removed())
     if fresh:
-        initdb = Server("", 0, data_dir, bin_dir, user).run(
+        initdb = unstarted.run(
             os.path.join(bin_dir, "initdb"),
             "-D",
             data_dir,
@@ -166,7 +191,7 @@ def start_server(folder: str | None = None) -> Server:
             "UTF8",
         )
         if initdb.returncode != 0:
-            _discard(folder, scratch)
+            postgres_watchdog.release(watchdog)
             raise RuntimeError(f"initdb failed: {initdb.stderr or initdb.stdout}")
     log = os.path.join(data_dir, "server.log")
     attempt = 1
@@ -179,6 +204,7 @@ def start_server(folder: str | None = None) -> Server:
             bin_dir,
             user,
             keep=folder is not None,
+            watchdog=watchdog,
         )
         logged = os.path.getsize(log) if os.path.exists(log) else 0
         try:
@@ -187,7 +213,7 @@ def start_server(folder: str | None = None) -> Server:
         except RuntimeError:
             # Another program took the port between our probe and the server's bind.
             if attempt == START_ATTEMPTS or not _port_was_taken(log, logged):
-                _discard(folder, scratch)
+                postgres_watchdog.release(watchdog)
                 raise
         attempt += 1
 
@@ -199,9 +225,3 @@ def _port_was_taken(log: str, since: int) -> bool:
     with open(log, "rb") as lines:
         lines.seek(since)
         return b"Address already in use" in lines.read()
-
-
-def _discard(folder: str | None, scratch: str) -> None:
-    """Remove a scratch folder made for a server that did not start."""
-    if folder is None:
-        shutil.rmtree(scratch, ignore_errors=True)
