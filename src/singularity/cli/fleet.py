@@ -313,41 +313,46 @@ def fleet_show(key: str, **params: Any) -> None:
 @port_option(7233, "Temporal's port (0: any free port).")
 @click.option("--ui/--no-ui", default=True, show_default=True, help="Serve Temporal's web UI.")
 def fleet_dev(folder: str, port: int, ui: bool) -> None:
-    """Run a local Temporal dev server and PostgreSQL for a one-machine fleet, until Ctrl-C."""
-    import os
-    import signal
-
-    from singularity.fleet.dev import TemporalDevServer, wait_forever
+    """Run a local Temporal dev server and PostgreSQL for a one-machine fleet, until Ctrl-C
+    or SIGTERM."""
+    from singularity.fleet.dev import TemporalDevServer, stop_on_sigterm, wait_forever
     from singularity.testing.postgres import start_server
 
+    stop_on_sigterm()
     root = os.path.abspath(folder)
     os.makedirs(root, 0o700, exist_ok=True)
     if os.geteuid() == 0:
         os.chmod(root, 0o711)  # PostgreSQL runs as its own user, which must reach its data
-    temporal = TemporalDevServer(
-        port=port,
-        database=os.path.join(root, "temporal.sqlite"),
-        ui=ui,
-        log_path=os.path.join(root, "temporal.log"),
-    ).start()
-    try:
-        postgres = start_server(os.path.join(root, "postgres"))
-    except RuntimeError as error:
-        temporal.stop()
-        raise RuntimeFailure(f"PostgreSQL did not start: {error}") from None
-    local = os.path.join(root, "beings")
-    try:
-        print_json(
-            {
-                "temporal": temporal.target,
-                "postgresql": postgres.url,
-                "beings": local,
-                "worker": f"singularity worker --temporal {temporal.target} "
-                f"--state-url {postgres.url} --local-dir {local}",
-            }
-        )
-        wait_forever()
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop
-        postgres.stop()
-        temporal.stop()
+    with contextlib.ExitStack() as servers:
+        temporal = TemporalDevServer(
+            port=port,
+            database=os.path.join(root, "temporal.sqlite"),
+            ui=ui,
+            log_path=os.path.join(root, "temporal.log"),
+        ).start()
+        servers.callback(temporal.stop)
+        try:
+            postgres = start_server(os.path.join(root, "postgres"))
+        except RuntimeError as error:
+            raise RuntimeFailure(f"PostgreSQL did not start: {error}") from None
+        servers.callback(postgres.stop)
+        servers.callback(_ignore_stop_signals)  # a second signal must not cut the stops
+        local = os.path.join(root, "beings")
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C or SIGTERM: how it stops
+            print_json(
+                {
+                    "temporal": temporal.target,
+                    "postgresql": postgres.url,
+                    "beings": local,
+                    "worker": f"singularity worker --temporal {temporal.target} "
+                    f"--state-url {postgres.url} --local-dir {local}",
+                }
+            )
+            wait_forever()
+
+
+def _ignore_stop_signals() -> None:
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)

