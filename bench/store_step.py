@@ -1,6 +1,7 @@
 """What one tool call costs to persist in the state store, against the floor of each backend.
 
     .venv/bin/python -m bench.store_step [--calls 200] [--warmup 10] [--postgres-url URL]
+        [--backend directory|postgresql]
 
 A tool call changes the state as `runtime/loop/tool_call.py` does (an action record, the tool
 message, the window archiving its oldest message once full) and journals `tool_finished`;
@@ -51,6 +52,7 @@ from singularity.timestamps import now_text, system_clock
 
 TOOL = "singularity_memory_remember"
 KINDS = ("fresh", "full")
+BACKENDS = ("directory", "postgresql")
 
 
 def tool_call(state: AgentState, index: int) -> list[dict[str, Any]]:
@@ -216,11 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10, help="unmeasured calls first")
     parser.add_argument("--postgres-url", default=None, help="a server to use (default: start one)")
     parser.add_argument("--dir", type=Path, default=None, help="where the beings are written")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, action="append", help="only this backend (repeatable)"
+    )
     args = parser.parse_args(argv)
+    backends = args.backend or list(BACKENDS)
     root = Path(tempfile.mkdtemp(prefix="singularity-bench-", dir=args.dir))
     server = None
     url = args.postgres_url
-    if url is None:
+    if url is None and "postgresql" in backends:
         from tests.support.postgres import start_server
 
         server = start_server()
@@ -229,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         environment = machine(root)
         for kind in KINDS:
-            for make in (lambda k: DirectorySide(root, k), lambda k: PostgresSide(url, k)):
-                side = make(kind)
+            for backend in backends:
+                side = (
+                    DirectorySide(root, kind) if backend == "directory" else PostgresSide(url, kind)
+                )
                 try:
                     results.append(measure(side, kind, args.calls, args.warmup))
                 finally:
@@ -242,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print(render(results))
     command = f"python -m bench.store_step --calls {args.calls} --warmup {args.warmup}"
+    command += "".join(f" --backend {backend}" for backend in args.backend or ())
     path = write_results(
         "store-step",
         {"benchmark": "store-step", "command": command, "machine": environment, "results": results},
