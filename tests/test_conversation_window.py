@@ -218,13 +218,13 @@ def test_duplicate_archive_lines_left_by_a_crash_are_cut_at_open(root: Path) -> 
         reopened.close()
 
 
-def test_a_step_cut_short_after_its_record_is_repaired_at_the_next_open(root: Path) -> None:
+def test_a_step_whose_archive_write_failed_never_became_durable(root: Path) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 10
     expected = _grow(being, 12)
     being.save()
     assert len(archive_lines(root)) == 2
-    more = _grow(being, 7, start=12)
+    _grow(being, 7, start=12)
     fsio.arm_failpoints("archive.write=eio")
     try:
         with pytest.raises(FatalIoError, match=r"cannot append to conversation\.jsonl"):
@@ -232,15 +232,38 @@ def test_a_step_cut_short_after_its_record_is_repaired_at_the_next_open(root: Pa
     finally:
         fsio.arm_failpoints("")
         being.close()
-    # The step is durable in state.redo; the archive never got the messages it moved.
+    # A step writes its archive lines before its record: this one was never logged.
     assert len(archive_lines(root)) == 2
     reopened = open_at(root, resume=True)
     try:
-        assert_exactly_once(root, reopened, expected + more)
-        assert len(archive_lines(root)) == 9
-        later = _grow(reopened, 3, start=19)  # the being lives on from what was saved
+        assert_exactly_once(root, reopened, expected)
+        later = _grow(reopened, 7, start=12)  # the being lives on from what was saved
         reopened.save()
-        assert_exactly_once(root, reopened, expected + more + later)
+        assert_exactly_once(root, reopened, expected + later)
+    finally:
+        reopened.close()
+
+
+def test_archive_lines_of_a_step_whose_record_failed_are_cut_at_the_next_open(
+    root: Path,
+) -> None:
+    being = open_at(root, resume=False)
+    being.window_messages = 10
+    expected = _grow(being, 12)
+    being.save()
+    _grow(being, 7, start=12)
+    fsio.arm_failpoints("redo.write=eio")
+    try:
+        with pytest.raises(FatalIoError, match=r"cannot append to state\.redo"):
+            being.save()
+    finally:
+        fsio.arm_failpoints("")
+        being.close()
+    assert len(archive_lines(root)) == 9  # written before the record, which never was
+    reopened = open_at(root, resume=True)
+    try:
+        assert_exactly_once(root, reopened, expected)
+        assert len(archive_lines(root)) == 2
     finally:
         reopened.close()
 

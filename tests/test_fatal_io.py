@@ -155,12 +155,12 @@ def test_a_failed_archive_append_stops_the_being_failed(spec: str, tmp_path: Pat
         run(live())
     records = _records(tmp_path)
     if "write" in spec:
-        # The step that archived is durable, its messages not yet archived; nothing came
-        # after it.
+        # A step writes its archive lines before its record: the step that would have
+        # archived was never logged, and nothing came after it.
         assert _journal_bytes(tmp_path) == records[-1].activity_end
         assert "stopped" not in [e["type"] for e in all_events(tmp_path)]
         [problem] = verify_state_dir(str(tmp_path / "being"))
-        assert problem.endswith("(the next boot writes them back)"), problem
+        assert problem.endswith("(the next boot charges them)"), problem
     else:
         assert [e["type"] for e in all_events(tmp_path)][-1] == "stopped"
     with ScriptedServer([Turn.text("again")]) as server:

@@ -1,10 +1,10 @@
 """The directory backend: `state.json` checkpoints and the `state.redo` log of each step.
 
-A step costs one append and one fdatasync, of what it changed: its record goes to
-`state.redo` first, then its lines to `activity.jsonl` and the messages leaving the window
-to `conversation.jsonl`, both written but not synced, since the log holds them; so is a
-session note riding in the step (`ride`, `singularity.store.sanctum_appends`), written
-to its sanctum file. A checkpoint (at a clean stop, past a size or count threshold, and
+A step costs one append and one fdatasync, of what it changed: the messages leaving the
+window go to `conversation.jsonl` (lines beyond the state's count are cut at boot), its
+record to `state.redo`, then its lines to `activity.jsonl`; neither file is synced, since
+the log holds them; nor is a session note riding in the step (`ride`,
+`singularity.store.sanctum_appends`), written to its sanctum file after the record. A checkpoint (at a clean stop, past a size or count threshold, and
 at boot after a replay) syncs those files, writes `state.json` whole (temp, fsync,
 rename, directory fsync) and starts an empty log naming it. Boot replays the log onto
 the checkpoint and writes back whatever of those files a crash lost.
@@ -320,6 +320,8 @@ class DirectoryStore:
         self.checkpoint(state)
 
     def _logged_commit(self, state: AgentState, lines: bytes) -> None:
+        """Everything but the activity lines is done before the record's sync, so that the
+        step does as little as it can once the sync returns (with caches gone cold)."""
         assert self._log is not None and self._activity_fd is not None
         changes = self.tracker.diff(state)
         if not changes and not lines and not self.appends.riding:
@@ -329,16 +331,21 @@ class DirectoryStore:
             raise StateError("messages left the conversation window without being archived")
         # The leaving messages as their step logged them, encoded once.
         moved = self.tracker.dropped_encoded(leaving)
-        archived_before = state.mind.conversation_archived - leaving
         riding = self.appends.take()
-        self._log.append(self._activity_size, lines, self.tracker.encode(changes), riding)
+        entry = self._log.encode(self._activity_size, lines, self.tracker.encode(changes), riding)
+        if moved:
+            # Before the record: archive lines beyond the state's count are what a crash
+            # leaves between the two, and a boot cuts them (`conversation_archive.repair`).
+            first = state.mind.conversation_archived - leaving
+            self._write(
+                self._archive(), conversation_archive.encoded_lines(first, moved), ARCHIVE_FILE
+            )
+        # A failed sync breaks the store, so the image may be taken before it.
+        self.tracker.take(state, changes)
+        self._log.append(entry)
         self.appends.write(riding)
         self._write(self._activity_fd, lines, ACTIVITY_FILE)
         self._activity_size += len(lines)
-        if moved:
-            leaving_lines = conversation_archive.encoded_lines(archived_before, moved)
-            self._write(self._archive(), leaving_lines, ARCHIVE_FILE)
-        self.tracker.take(state, changes)
         if self._log.seq >= self.checkpoint_records or self._log.size > max(
             self.checkpoint_bytes, 2 * self._state_size
         ):

@@ -200,6 +200,14 @@ def _torn_or_corrupt(data: bytes, after: int, offset: int) -> None:
         raise RedoCorrupt(f"state.redo has a damaged record at byte {offset}")
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A step's records as they are appended to the log."""
+
+    data: bytes
+    records: int
+
+
 class RedoLog:
     """The open log of one state directory, appended to durably."""
 
@@ -223,24 +231,27 @@ class RedoLog:
             raise FatalIoError(f"cannot start {REDO_FILE}: {os_error_text(error)}") from None
         return cls(dir_fd, fd, base, len(data), 0)
 
-    def append(
+    def encode(
         self,
         activity_at: int,
         activity: bytes,
         changes: bytes,
         appends: Sequence[LoggedAppend] = (),
-    ) -> None:
-        """Append one step (its sanctum appends first) and fdatasync it: the step is
-        durable when this returns."""
+    ) -> Entry:
+        """The next step's records (its sanctum appends first), built but not written."""
         parts = [encode_append(self.seq + 1 + index, each) for index, each in enumerate(appends)]
         parts.append(encode_record(self.seq + 1 + len(appends), activity_at, activity, changes))
-        record = b"".join(parts)
+        return Entry(b"".join(parts), len(parts))
+
+    def append(self, entry: Entry) -> None:
+        """Write the step `encode` built and fdatasync it: the step is durable when this
+        returns. Nothing else is done between the two system calls."""
         try:
-            fsio.append_durably(self._fd, record, "redo")
+            fsio.append_durably(self._fd, entry.data, "redo")
         except OSError as error:
             raise FatalIoError(f"cannot append to {REDO_FILE}: {os_error_text(error)}") from None
-        self.seq += len(parts)
-        self.size += len(record)
+        self.seq += entry.records
+        self.size += len(entry.data)
 
     def close(self) -> None:
         """Close the log."""
