@@ -4,9 +4,10 @@ A step costs one append and one fdatasync, of what it changed: the messages leav
 window go to `conversation.jsonl` (lines beyond the state's count are cut at boot), its
 record to `state.redo`, then its lines to `activity.jsonl`; neither file is synced, since
 the log holds them; nor is a session note riding in the step (`ride`,
-`singularity.store.sanctum_appends`), written to its sanctum file after the record. A checkpoint (at a clean stop, past a size or count threshold, and
-at boot after a replay) syncs those files, writes `state.json` whole (temp, fsync,
-rename, directory fsync) and starts an empty log naming it. Boot replays the log onto
+`singularity.store.sanctum_appends`), written to its sanctum file after the record. A
+checkpoint (at a clean stop, past a size or count threshold, and at boot after a replay)
+syncs those files, writes `state.json` whole (temp, fsync, rename, directory fsync) and
+starts an empty log naming it. Boot replays the log onto
 the checkpoint and writes back whatever of those files a crash lost.
 
 `state.json` alone is current after every checkpoint: `singularity checkpoint`, any clean
