@@ -33,9 +33,12 @@ log = logging.getLogger(__name__)
 RUNNING_MESSAGE = "the being is running; import through its local state service or stop it first"
 
 
-def import_file(file: str, place: StorePlace, agent_id: str) -> dict[str, Any]:
+def import_file(
+    file: str, place: StorePlace, agent_id: str, timeout: float | None = None
+) -> dict[str, Any]:
     """Import the file into the being at `place` (`agent_id` selects it in PostgreSQL),
-    running or stopped; the report's JSON.
+    running or stopped; the report's JSON. A running being's answer is awaited at most
+    `timeout` seconds (None: as long as it takes).
 
     The lock, not the socket, says whether the being lives (decision 27): a socket left by
     a killed runtime is removed by the offline import, under the lock. A being in
@@ -43,13 +46,13 @@ def import_file(file: str, place: StorePlace, agent_id: str) -> dict[str, Any]:
     state directory its runtime recorded in the store.
     """
     if place.is_postgres:
-        return _import_in_store(file, place, agent_id)
+        return _import_in_store(file, place, agent_id, timeout)
     state_dir = place.location
     service = socket_path(state_dir)
     if os.path.lexists(service) and is_alive(state_dir):
         document = read_import_file(file)
         parse_import(document)
-        return submit(service, document)
+        return submit(service, document, timeout)
     return import_offline(file, state_dir).to_json()
 
 
@@ -73,7 +76,11 @@ def import_offline(file: str, state_dir: str, clock: Clock = system_clock) -> Im
 
 
 def _import_in_store(
-    file: str, place: StorePlace, agent_id: str, clock: Clock = system_clock
+    file: str,
+    place: StorePlace,
+    agent_id: str,
+    timeout: float | None,
+    clock: Clock = system_clock,
 ) -> dict[str, Any]:
     """Import into the being `agent_id` of a PostgreSQL store: under its lease when it is
     stopped, through its import socket when it lives on this machine."""
@@ -91,7 +98,7 @@ def _import_in_store(
         service = socket_path(state_dir)
         if not (os.path.lexists(service) and is_alive(state_dir)):
             raise StateError(f"{held}: {RUNNING_MESSAGE}") from None
-        return submit(service, data)
+        return submit(service, data, timeout)
     try:
         return _merged(store, document, missing, clock).to_json()
     finally:

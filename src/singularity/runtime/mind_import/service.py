@@ -14,11 +14,12 @@ import contextlib
 import os
 import socket
 import stat
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from singularity.domain.operator import OperatorRequest, parse_request
-from singularity.errors import SingularityError, StateError
+from singularity.errors import RuntimeFailure, SingularityError, StateError
 from singularity.jsoncodec import compact, compact_utf8, loads_strict
 from singularity.runtime.mind_import.document import ImportReport
 
@@ -103,6 +104,16 @@ def _listening_at(path: str) -> socket.socket:
     return listener
 
 
+def _remaining(client: socket.socket, deadline: float | None) -> socket.socket:
+    """`client`, its timeout set to what is left until `deadline` (TimeoutError if none)."""
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        client.settimeout(left)
+    return client
+
+
 class _TooLarge(Exception):
     """A request longer than the limit."""
 
@@ -176,8 +187,10 @@ class ImportService:
         except SingularityError as error:
             reply = {"ok": False, "error": error.message}
         try:
-            writer.write(compact_utf8(reply))  # an error may quote a lone surrogate it met
-            await writer.drain()
+            # A client that gave up (its --timeout) has left: the request stands, unanswered.
+            with contextlib.suppress(ConnectionError):
+                writer.write(compact_utf8(reply))  # an error may quote a lone surrogate it met
+                await writer.drain()
         finally:
             writer.close()
             with contextlib.suppress(ConnectionError):
@@ -205,42 +218,55 @@ class ImportService:
             os.unlink(self.path)
 
 
-def submit(path: str, document: bytes, timeout: float = 120.0) -> dict[str, Any]:
-    """Send a document to a running being; returns its report (client side of §15.5)."""
-    return exchange(
-        path,
-        {
-            "version": 1,
-            "operation": "mind_import",
-            "document_base64": base64.b64encode(document).decode("ascii"),
-        },
-        timeout,
-    )
+def submit(path: str, document: bytes, timeout: float | None = None) -> dict[str, Any]:
+    """Send a document to a running being; returns its report (client side of §15.5).
+
+    The being applies it between cycles, so the answer waits for the cycle in progress:
+    by default as long as that takes (the socket closes if the being's process ends), or
+    at most `timeout` seconds, then RuntimeFailure.
+    """
+    message = {
+        "version": 1,
+        "operation": "mind_import",
+        "document_base64": base64.b64encode(document).decode("ascii"),
+    }
+    return exchange(path, message, timeout, "the import")
 
 
 def submit_operator(path: str, request: OperatorRequest, timeout: float = 30.0) -> dict[str, Any]:
     """Hand an operator request to a running being; its acknowledgement."""
     message = {"version": 1, "operation": OPERATOR_OPERATION, "request": request.to_json()}
-    return exchange(path, message, timeout)
+    return exchange(path, message, timeout, "the operator request")
 
 
-def exchange(path: str, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """One request and its reply over the local socket."""
+def exchange(
+    path: str, message: dict[str, Any], timeout: float | None, what: str
+) -> dict[str, Any]:
+    """One request and its reply over the local socket, all within `timeout` seconds
+    (None: no limit); `what` names the request in the error when it runs out."""
     request = compact(message).encode("utf-8")
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.settimeout(timeout)
+            # The limit is on the whole exchange, not on each call: a being answers once.
+            _remaining(client, deadline)
             with reachable(path) as address:
                 client.connect(address)
+            _remaining(client, deadline)
             client.sendall(request)
             client.shutdown(socket.SHUT_WR)
             chunks: list[bytes] = []
             size = 0
-            while chunk := client.recv(65536):
+            while chunk := _remaining(client, deadline).recv(65536):
                 size += len(chunk)
                 if size > MAX_RESPONSE_BYTES:
                     raise StateError("invalid local state import response: too large")
                 chunks.append(chunk)
+    except TimeoutError:
+        raise RuntimeFailure(
+            f"the running being did not answer {what} within {timeout:g} s "
+            f"(at {path}); it takes requests between cycles and may still apply it"
+        ) from None
     except OSError as error:
         raise StateError(f"local state import service at {path} is unavailable: {error}") from None
     try:
