@@ -268,6 +268,39 @@ def test_an_unchanged_full_being_commits_nothing() -> None:
     assert set(changes.fields) == {"budget"}
 
 
+def test_a_step_after_equal_replacements_logs_only_what_it_did() -> None:
+    state = a_being()
+    for index in range(50):
+        live_a_step(state, index)
+    archive_overflow(state, keep=40)
+    tracker = Tracker()
+    tracker.reset(state)
+    state.conversation[:] = [dict(message) for message in state.conversation]
+    state.mind.memories = [memory.model_copy() for memory in state.mind.memories]
+    live_a_step(state, 999)
+    archive_overflow(state, keep=40)
+    changes = tracker.diff(state)
+    assert all(len(change.added) <= 2 for change in changes.lists.values()), changes
+    assert changes.lists["conversation"].dropped == 2
+
+
+def test_diff_leaves_the_image_as_it_was_until_take() -> None:
+    state = a_being()
+    for index in range(30):
+        live_a_step(state, index)
+    tracker = Tracker()
+    tracker.reset(state)
+    live_a_step(state, 100)
+    archive_overflow(state, keep=20)
+    first = tracker.diff(state)
+    assert tracker.diff(state) == first  # compared in place, then put back
+    tracker.take(state, tracker.diff(state))
+    assert not tracker.diff(state)
+    live_a_step(state, 101)
+    changes = tracker.diff(state)
+    assert [len(change.added) for change in changes.lists.values()] == [2, 1, 1]
+
+
 # The directory backend's log, as `verify` reads it.
 
 

@@ -12,7 +12,11 @@ is not new run in C, item by item, without a call per item.
 - A list is unchanged when it equals the image's copy (`==`, which takes an item found
   at the same place as the same without comparing it). When it is not, the step cut
   items at the front, kept a tail and added items: the first item is looked for by
-  identity, then the kept tail is compared with `==` again.
+  identity (by value for an equal replacement), then the kept tail is compared with `==`
+  again, in place.
+- Nothing is copied whole: a copy of a list touches the reference count of every item it
+  holds, in memory gone cold while the previous step slept in its sync. `take` cuts and
+  extends the image's copies by what changed, and leaves an unchanged one as it is.
 
 The rule this relies on, which every writer of the state keeps: an item of a list (a
 message, a memory, an action record, a rule) is replaced, never changed in place once
@@ -289,17 +293,50 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
     dropped = len(old)
     if new:
         first = new[0]
-        dropped = next((index for index, item in enumerate(old) if item is first), len(old))
+        found = next((index for index, item in enumerate(old) if item is first), None)
+        if found is None:  # an equal replacement, or a new item: found by value, or not
+            found = old.index(first) if first in old else len(old)
+        dropped = found
     limit = min(len(old) - dropped, len(new))
     if not limit or (
-        new[limit - 1] is old[dropped + limit - 1] and new[:limit] == old[dropped : dropped + limit]
+        new[limit - 1] is old[dropped + limit - 1] and _holds(old, dropped, new, limit)
     ):
         kept = limit  # the usual step: a whole tail kept, items appended
     else:
         kept = 0
-        while kept < limit and new[kept] is old[dropped + kept]:
+        while kept < limit and (
+            new[kept] is old[dropped + kept] or new[kept] == old[dropped + kept]
+        ):
             kept += 1
     return ListChange(dropped, kept, [_json(item) for item in new[kept:]])
+
+
+def _holds(old: list[Any], start: int, new: list[Any], count: int) -> bool:
+    """Whether `old[start:start + count] == new[:count]`, found without copying either run.
+
+    A copy of a list touches every item's reference count (the memory of each item, gone
+    cold while the step slept in its sync); `==` of two lists skips the very same items
+    without touching them. So `old` is made to line up with `new` for one `==`, by moving
+    only the items outside the run, then put back.
+    """
+    head, tail, extra = old[:start], old[start + count :], new[count:]
+    del old[start + count :]
+    del old[:start]
+    old += extra
+    try:
+        return old == new
+    finally:
+        del old[count:]
+        old += tail
+        old[:0] = head
+
+
+def _apply(image: list[Any], change: ListChange, new: list[Any]) -> None:
+    """Make `image` (the old list) the `new` list that `change` describes, in place:
+    only the items cut and added are touched."""
+    del image[change.dropped + change.kept :]
+    del image[: change.dropped]
+    image += new[change.kept :]
 
 
 class Tracker:
@@ -324,9 +361,9 @@ class Tracker:
         """The encoding of each message of the conversation image, where it was logged."""
         self._encoded: tuple[Changes, list[bytes]] | None = None
         """The last changes `encode` wrote, with the encodings of the messages they add."""
-        self._seen: tuple[Changes, tuple[str, ...], tuple[Any, ...], list[list[Any]]] | None = None
-        """The last `diff`, with the objects and the lists' items it found: what `take`
-        makes the image when it is given that diff."""
+        self._seen: tuple[Changes, tuple[str, ...], tuple[Any, ...], tuple[Any, ...]] | None = None
+        """The last `diff`, with the objects and the lists it found: what `take` makes the
+        image when it is given that diff."""
 
     @property
     def started(self) -> bool:
@@ -362,9 +399,7 @@ class Tracker:
             if change is not None:
                 lists[path] = change
         changes = Changes(fields, lists)
-        # Every list, changed or not: one that compared equal may hold equal replacements,
-        # and the next step looks for its items by identity.
-        self._seen = (changes, paths, current, list(map(list, current_lists)))
+        self._seen = (changes, paths, current, current_lists)
         return changes
 
     def _changed_fields(
@@ -421,11 +456,10 @@ class Tracker:
         if self._values is None:
             self.reset(state)
             return
-        if seen is not None and seen[0] is changes:
-            _, paths, current, copies = seen
-        else:
-            paths, current, lists = _snapshot(state)
-            copies = list(map(list, lists))
+        if seen is None or seen[0] is not changes:
+            self.reset(state)  # changes of another state: take it whole
+            return
+        _, paths, current, lists = seen
         self._objects = list(current)
         self._containers = _containers(current)
         if changes.fields:
@@ -433,17 +467,20 @@ class Tracker:
             for path, value in changes.fields.items():
                 self._values[path] = value
                 self._parts[path] = _parts(current[where[path]], [])
-        self._lists = copies
+        # A list left out of `changes` equals its image (`==`): the image stays.
+        for index, path in enumerate(IDENTITY_LISTS):
+            change = changes.lists.get(path)
+            if change is not None:
+                _apply(self._lists[index], change, lists[index])
         conversation = changes.lists.get("conversation")
         if conversation is not None:
-            kept = self._messages[conversation.dropped : conversation.dropped + conversation.kept]
+            messages = self._messages
+            del messages[conversation.dropped + conversation.kept :]
+            del messages[: conversation.dropped]
             if encoded is not None and encoded[0] is changes:
-                kept += encoded[1]
+                messages += encoded[1]
             else:
-                kept += [None] * len(conversation.added)
-            self._messages = kept
-        if len(self._messages) != len(copies[_CONVERSATION]):  # changes of another state
-            self._messages = [None] * len(copies[_CONVERSATION])
+                messages += [None] * len(conversation.added)
 
 
 def _container(document: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
