@@ -5,14 +5,14 @@ not escape non-ASCII. Pretty JSON (state.json, reports) is indented by two space
 Strict parsing refuses NaN/Infinity, duplicate keys and nesting deeper than
 `MAX_DEPTH`: a deeper document would make later code (validation, saving, the output
 boundary) hit Python's recursion limit, so it is refused where it enters, with a clear
-error.
+error. Writing a value that contains itself is a ValueError that says where.
 """
 
 from __future__ import annotations
 
 import json
 import json.encoder
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -33,13 +33,18 @@ def _default(value: object) -> object:
 # Made once: `json.dumps` with arguments builds an encoder for every call.
 _COMPACT = {
     sort_keys: json.JSONEncoder(
-        separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys, default=_default
+        separators=(",", ":"),
+        ensure_ascii=False,
+        sort_keys=sort_keys,
+        check_circular=False,
+        default=_default,
     )
     for sort_keys in (False, True)
 }
 # The C encoder those make on each call, made once: the same output, without the Python
-# around it (a few microseconds on a small value). It does not look for cycles (a value
-# made of itself fails with RecursionError); JSON values are trees.
+# around it (a few microseconds on a small value). It does not look for cycles as it
+# writes (its table of open containers would be shared by every thread): a value made of
+# itself stops at the recursion limit, and only then is the value searched for the cycle.
 _MAKE_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # None without the C module
 _C_COMPACT = (
     None
@@ -57,10 +62,14 @@ _PLAIN = frozenset({str, int, bool, type(None)})
 
 
 def compact(value: Any, *, sort_keys: bool = False) -> str:
-    """Compact JSON text: no whitespace, non-ASCII kept."""
-    if _C_COMPACT is None:
-        return _COMPACT[sort_keys].encode(value)
-    return "".join(_C_COMPACT[sort_keys](value, 0))
+    """Compact JSON text: no whitespace, non-ASCII kept; ValueError for a value that
+    contains itself or nests too deeply to write."""
+    try:
+        if _C_COMPACT is None:
+            return _COMPACT[sort_keys].encode(value)
+        return "".join(_C_COMPACT[sort_keys](value, 0))
+    except RecursionError:
+        raise _unwritable(value) from None
 
 
 def compact_utf8(value: Any, *, sort_keys: bool = False) -> bytes:
@@ -100,8 +109,65 @@ def string_utf8(text: str) -> bytes:
 
 
 def pretty(value: Any, *, sort_keys: bool = False) -> str:
-    """Pretty JSON text with a two-space indent, non-ASCII kept."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=sort_keys, default=_default)
+    """Pretty JSON text with a two-space indent, non-ASCII kept; ValueError as `compact`."""
+    try:
+        return json.dumps(
+            value,
+            indent=2,
+            ensure_ascii=False,
+            sort_keys=sort_keys,
+            check_circular=False,
+            default=_default,
+        )
+    except RecursionError:
+        raise _unwritable(value) from None
+
+
+def _unwritable(value: Any) -> ValueError:
+    """Why a value that reached the recursion limit cannot be written."""
+    at = cycle_at(value)
+    if at is None:
+        return ValueError("cannot write JSON: the value nests too deeply")
+    return ValueError(f"cannot write JSON: the value contains itself (a cycle) at {at}")
+
+
+def _contents(item: Any) -> Iterator[tuple[str | int, Any]] | None:
+    """A container's members as the encoder sees them, each with its key or index; None
+    for anything else."""
+    if isinstance(item, dict):
+        return iter(item.items())
+    if isinstance(item, list | tuple):
+        return enumerate(item)
+    return None
+
+
+def cycle_at(value: Any) -> str | None:
+    """The path (`$["key"][0]`) of the first member that is a container it is inside;
+    None for a tree. Iterative, and the path is written only once found: a deep value
+    neither reaches the recursion limit nor costs more than one visit of each member."""
+    members = _contents(value)
+    if members is None:
+        return None
+    inside = {id(value)}
+    open_: list[tuple[int, str | int, Iterator[tuple[str | int, Any]]]] = [(id(value), "", members)]
+    while open_:
+        owner, _, members = open_[-1]
+        for key, child in members:
+            below = _contents(child)
+            if below is None:
+                continue
+            if id(child) in inside:
+                keys = [opened[1] for opened in open_[1:]] + [key]
+                return "$" + "".join(
+                    f"[{json.dumps(k) if isinstance(k, str) else k}]" for k in keys
+                )
+            inside.add(id(child))
+            open_.append((id(child), key, below))
+            break
+        else:
+            inside.discard(owner)
+            open_.pop()
+    return None
 
 
 def _refuse_constant(name: str) -> object:
