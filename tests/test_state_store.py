@@ -178,7 +178,7 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
     """Live the steps; after each, the live rendering, the replayed one, the step."""
     state = a_being()
     document = loads_strict(state.to_json())
-    tracker = Tracker()
+    tracker = Tracker(archives=True)
     tracker.reset(state)
     for index, kind in enumerate(steps):
         archived = state.mind.conversation_archived

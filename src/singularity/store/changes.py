@@ -347,7 +347,9 @@ class Tracker:
     whose parts are then compared; only the others are encoded.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, archives: bool = False) -> None:
+        self._archives = archives
+        """Whether `dropped_encoded` will be asked: the window is then encoded at `reset`."""
         self._values: dict[str, Any] | None = None
         """The JSON of each value field as last committed."""
         self._objects: list[Any] = []
@@ -378,7 +380,13 @@ class Tracker:
         self._containers = _containers(current)
         self._parts = {paths[i]: _parts(current[i], []) for i in self._containers}
         self._lists = list(map(list, lists))
-        self._messages = [None] * len(self._lists[_CONVERSATION])
+        window = self._lists[_CONVERSATION]
+        # At a load or a checkpoint, not when a message leaves the window after it.
+        self._messages = (
+            [compact_utf8(_json(item)) for item in window]
+            if self._archives
+            else [None] * len(window)
+        )
         self._encoded = None
 
     def diff(self, state: AgentState) -> Changes:

@@ -176,7 +176,7 @@ class DirectoryStore:
         self.statedir = statedir
         self.checkpoint_bytes = checkpoint_bytes
         self.checkpoint_records = checkpoint_records
-        self.tracker = Tracker()
+        self.tracker = Tracker(archives=True)
         self.events_at_open: list[Event] = []
         """The activity journal as `load` found it, and what this store appended since."""
         self._log: redo.RedoLog | None = None
