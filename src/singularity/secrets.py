@@ -10,7 +10,7 @@ import os
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AnyStr
 
 from singularity.errors import FatalIoError, SecretFileError
 
@@ -85,6 +85,20 @@ def _base64_forms(data: bytes) -> set[str]:
     return forms | {form.replace("+", "-").replace("/", "_") for form in forms}
 
 
+def _least(forms: Iterable[AnyStr]) -> list[AnyStr]:
+    """The forms that hold no other form: wherever any form occurs, one of these does.
+
+    (One compiled alternation of all forms would look once, but Python's `re` tries every
+    alternative at almost every place of ordinary or base64 text: measured 3 to 7 times
+    slower on a 10 KiB body than these separate looks, which skip ahead as they search.)
+    """
+    kept: list[AnyStr] = []
+    for form in sorted(set(forms), key=lambda form: (len(form), form)):
+        if not any(shorter in form for shorter in kept):
+            kept.append(form)
+    return kept
+
+
 class Scrubber:
     """Replaces the runtime's own secret values wherever it writes text (decision 32).
 
@@ -96,7 +110,8 @@ class Scrubber:
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         self._forms: list[str] = []
-        self._encoded: list[bytes] = []
+        self._least: list[str] = []
+        self._least_encoded: list[bytes] = []
         for value in values:
             self.add(value)
 
@@ -104,20 +119,26 @@ class Scrubber:
         """Withhold one more secret value from now on."""
         forms = {value, _json_escaped(value)} | _base64_forms(value.encode("utf-8", "replace"))
         fresh = {form for form in forms if len(form) >= MIN_FORM_CHARS} - set(self._forms)
-        self._forms = sorted({*self._forms, *fresh}, key=len, reverse=True)
-        self._encoded = [form.encode("utf-8", "replace") for form in self._forms]
+        # Longest first, so that a form inside a longer one never splits it; ties by text,
+        # so that the result does not depend on the process's string hashing.
+        self._forms = sorted({*self._forms, *fresh}, key=lambda form: (-len(form), form))
+        self._least = _least(self._forms)
+        self._least_encoded = _least(form.encode("utf-8", "replace") for form in self._forms)
 
     def __bool__(self) -> bool:
         return bool(self._forms)
 
     def found_in(self, data: str | bytes) -> bool:
-        """Whether any form of a secret occurs in the text or bytes."""
+        """Whether any form of a secret occurs in the text or bytes: a look for each form
+        that holds no other (one of those is in whatever holds any form)."""
         if isinstance(data, bytes):
-            return any(form in data for form in self._encoded)
-        return any(form in data for form in self._forms)
+            return any(form in data for form in self._least_encoded)
+        return any(form in data for form in self._least)
 
     def text(self, text: str) -> str:
         """The text with every form of every secret replaced."""
+        if not self.found_in(text):  # the usual case: fewer looks than there are forms
+            return text
         for form in self._forms:
             if form in text:
                 text = text.replace(form, SECRET_MARKER)
