@@ -21,7 +21,8 @@ import pytest
 from singularity.errors import StateError
 from singularity.store.postgres import migrations
 from singularity.store.postgres.migrations import MIGRATIONS, applied, migrate
-from tests.support.stores import store_url
+from singularity.store.postgres.store import PostgresStore
+from tests.support.stores import AT, a_being, store_url
 
 NAMES = [name for name, _ in MIGRATIONS]
 
@@ -102,3 +103,39 @@ def test_a_failing_migration_leaves_neither_its_tables_nor_its_record(
         assert "half_made" not in tables(db)
         monkeypatch.undo()
         assert migrate(db) == []
+
+
+def test_a_being_written_before_0008_reads_back_and_lives_on_after_it(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its messages carry no archived count: the being's own column is read until they do.
+    before = NAMES.index("0008_archived_in_messages")
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
+    state = a_being("old")
+    state.conversation = [{"role": "user", "content": f"m{index}"} for index in range(3, 6)]
+    state.mind.conversation_archived = 3
+    archive = [{"role": "user", "content": f"m{index}"} for index in range(3)]
+    store = PostgresStore.open(database, "old")
+    try:
+        store.create(state, [{"type": "started", "at": AT}], archive)
+    finally:
+        store.close()
+    monkeypatch.undo()
+    for step in range(4):
+        store = PostgresStore.open(database, "old")
+        try:
+            loaded = store.load()
+            assert loaded is not None and loaded.to_json() == state.to_json()
+            assert store.archived() == archive
+            state = loaded  # what the store's tracker knows
+            if step == 3:
+                break
+            if step == 0:  # the window's start moves with no new message
+                archive.append(state.conversation.pop(0))
+            else:
+                state.conversation.append({"role": "user", "content": f"n{step}"})
+                archive.append(state.conversation.pop(0))
+            state.mind.conversation_archived += 1
+            store.commit(state, [])
+        finally:
+            store.close()

@@ -37,7 +37,8 @@ class Resident:
 
     agent_id: str
     stamp: str
-    """Changes with every committed step (the row's transaction id and `updated_at`)."""
+    """Changes with every committed step that journals (the row's transaction id, its
+    `updated_at` and the newest event's `seq`: a step may leave the being's row alone)."""
     alive: bool
     """A runtime holds the being's lease and it has not expired."""
     activity_seq: int
@@ -71,7 +72,8 @@ def census(db: Connection) -> list[Resident]:
             for record in records
             if isinstance(record, dict) and isinstance(record.get("id"), str)
         )
-        residents.append(Resident(agent_id, f"{xmin}:{updated_at}", bool(alive), int(seq), ids))
+        stamp = f"{xmin}:{updated_at}:{seq}"
+        residents.append(Resident(agent_id, stamp, bool(alive), int(seq), ids))
     return residents
 
 

@@ -18,176 +18,44 @@ from typing import Any
 import psycopg
 
 from singularity.errors import StateError
+from singularity.store.postgres.step_function import (
+    STEP_FUNCTION,
+    STEP_FUNCTION_SHARED_LEASE,
+    STEP_FUNCTION_STAMPED,
+    UNFENCED_LISTS,
+)
 
 SCHEMA = "singularity"
 LOCK_KEY = 0x5347_5354_4F52  # "SGSTOR": the advisory lock of migrations
 
-_STEP_TEMPLATE = """
-CREATE_FUNCTION singularity.step(
-    p_agent text, p_owner text, p_epoch bigint, p_seconds double precision,
-    p_create boolean, p_step jsonb
-) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    b jsonb := p_step->'being';
-    l jsonb;
-BEGIN
-HOLD_LEASE
-    IF p_create THEN
-        INSERT INTO singularity.beings (agent_id, schema_version, status, cycle, started_at,
-            updated_at, identity, budget, system_prompt, current_model,
-            conversation_archived, children, extra)
-        VALUES (p_agent, b->>0, b->>1, (b->>2)::bigint, b->>3, b->>4, (b->>5)::json,
-            (b->>6)::json, b->>7, b->>8, (b->>9)::bigint, (b->>10)::json, (b->>11)::json);
-    ELSIF b IS NOT NULL THEN
-        UPDATE singularity.beings SET
-            schema_version = coalesce(b->>0, schema_version),
-            status = coalesce(b->>1, status),
-            cycle = coalesce((b->>2)::bigint, cycle),
-            started_at = coalesce(b->>3, started_at),
-            updated_at = coalesce(b->>4, updated_at),
-            identity = coalesce((b->>5)::json, identity),
-            budget = coalesce((b->>6)::json, budget),
-            system_prompt = coalesce(b->>7, system_prompt),
-            current_model = coalesce(b->>8, current_model),
-            conversation_archived = coalesce((b->>9)::bigint, conversation_archived),
-            children = coalesce((b->>10)::json, children),
-            extra = coalesce((b->>11)::json, extra)
-        WHERE agent_id = p_agent;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'the state store holds no being %', p_agent USING ERRCODE = 'SG002';
-        END IF;
-    END IF;
-    l := p_step->'messages';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.messages
-                WHERE agent_id = p_agent AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.messages (agent_id, seq, role, message)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r->>0, (r->>1)::json
-        FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'actions';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.actions WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.actions WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.actions (agent_id, seq, cycle, tool, status, at, extra)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, (r->>0)::bigint, r->>1, r->>2, r->>3,
-            (r->>4)::json
-        FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'rules';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.rules WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.rules WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.rules (agent_id, seq, text)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'learnings';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.learnings WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.learnings WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.learnings (agent_id, seq, text)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'memories';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.memories WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.memories WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.memories
-            (agent_id, seq, id, kind, text, created_at, sources, extra)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r->>0, r->>1, r->>2, r->>3,
-            (r->>4)::json, (r->>5)::json
-        FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'chat_ids';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'chat'
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'chat'
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.resources (agent_id, kind, seq, resource_id)
-        SELECT p_agent, 'chat', (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'message_ids';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'message'
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'message'
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.resources (agent_id, kind, seq, resource_id)
-        SELECT p_agent, 'message', (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    IF p_step ? 'events' THEN
-        INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, line)
-        SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
-            (r->>2)::bigint, r->>3, r->>4
-        FROM jsonb_array_elements(p_step->'events') WITH ORDINALITY AS x (r, i);
-    END IF;
-END $$;
-COMMENT ON FUNCTION singularity.step IS
-    'one step of a being, in the transaction of the call: hold the lease (or abort), then '
-    'write what p_step holds (every text as a JSON string, kept as written): "being", its '
-    'columns in order, null where unchanged; per list ("messages", "actions", "rules", '
-    '"learnings", "memories", "chat_ids", "message_ids") the rows it keeps (seq from '
-    '"keep_from", below "keep_below") and the "rows" it appends, numbered from "start"; '
-    '"events", numbered from "first_event"';
-"""
-"""`singularity.step`, with `CREATE_FUNCTION` and `HOLD_LEASE` to fill in."""
-STEP_FUNCTION = _STEP_TEMPLATE.replace("CREATE_FUNCTION", "CREATE FUNCTION").replace(
-    "HOLD_LEASE", "    PERFORM singularity.hold_lease(p_agent, p_owner, p_epoch, p_seconds);"
+ARCHIVED_IN_MESSAGES = (
+    """
+    ALTER TABLE singularity.messages ADD COLUMN archived bigint;
+    COMMENT ON COLUMN singularity.messages.archived IS
+        'the being''s conversation_archived as the step that wrote this row left it: the '
+        'newest row''s is the being''s (NULL: the being''s own column is)';
+    """
+    + "".join(
+        f"    ALTER TABLE singularity.{table} DROP CONSTRAINT {table}_agent_id_fkey;\n"
+        for table in UNFENCED_LISTS
+    )
+    + """    CREATE FUNCTION singularity.remove_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        -- The lease first: a step holding it is waited for, and none can follow.
+        DELETE FROM singularity.leases WHERE agent_id = OLD.agent_id;
+    """
+    + "".join(
+        f"        DELETE FROM singularity.{table} WHERE agent_id = OLD.agent_id;\n"
+        for table in UNFENCED_LISTS
+    )
+    + """        RETURN OLD;
+    END $$;
+    CREATE TRIGGER beings_remove_rows AFTER DELETE ON singularity.beings
+        FOR EACH ROW EXECUTE FUNCTION singularity.remove_rows();
+    """
+    + STEP_FUNCTION_STAMPED
 )
-"""`singularity.step` as migration `0006_step_function` made it: every write after holding
-the lease (an update of its row that renews it)."""
-STEP_FUNCTION_SHARED_LEASE = _STEP_TEMPLATE.replace(
-    "CREATE_FUNCTION", "CREATE OR REPLACE FUNCTION"
-).replace(
-    "HOLD_LEASE",
-    """    PERFORM 1 FROM singularity.leases
-        WHERE agent_id = p_agent AND owner = p_owner AND epoch = p_epoch FOR SHARE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'the lease of % (epoch %) is no longer held by %',
-            p_agent, p_epoch, p_owner USING ERRCODE = 'SG001';
-    END IF;""",
-)
-"""`singularity.step` since `0007_step_shares_lease`: the lease's row is locked in share mode,
-not updated (`p_seconds` is no longer read; the renewer keeps the lease's expiry)."""
+"""Migration `0008_archived_in_messages` (`step_function.STEP_FUNCTION_STAMPED`)."""
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -352,6 +220,15 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         # version to write and log. The expiry is renewed by the holder's renewer thread.
         "0007_step_shares_lease",
         STEP_FUNCTION_SHARED_LEASE,
+    ),
+    (
+        # A full being's every step moved its window's start: an update of the being's row,
+        # whose foreign-key checks then cost several times more. The archived count now
+        # goes with the messages the step inserts. The lists' foreign keys cost a check
+        # (and a lock of the being's row) per inserted row: the step's lease check already
+        # refuses a runtime that does not hold the being, and a removal ends the lease.
+        "0008_archived_in_messages",
+        ARCHIVED_IN_MESSAGES,
     ),
 )
 LEASE_LOST = "SG001"

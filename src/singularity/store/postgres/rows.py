@@ -4,7 +4,9 @@ The being's scalar and record fields are columns of `singularity.beings` (fields
 version adds go to its `extra` object). Each list of the state is a table of
 `(agent_id, seq, …)` rows, `seq` the item's position counted from the being's first: a
 step inserts the items it added and deletes those it cut, so it writes what changed. The
-conversation keeps every message: those before `conversation_archived` are the archive.
+conversation keeps every message: those before `conversation_archived` are the archive,
+a count the newest message row carries (`ARCHIVED`), so that a step whose oldest message
+leaves the window writes no row of the being.
 JSON columns are of type `json` (kept as written, key order included) and read back as
 text, so a being read back is byte for byte the being written.
 """
@@ -34,6 +36,19 @@ COLUMNS = {
 }
 JSON_COLUMNS = frozenset({"identity", "budget", "children", "extra"})
 BEING_COLUMNS = (*COLUMNS.values(), "extra")
+
+
+ARCHIVED = (
+    "COALESCE((SELECT m.archived FROM singularity.messages m WHERE m.agent_id = b.agent_id "
+    "ORDER BY m.seq DESC LIMIT 1), b.conversation_archived)"
+)
+"""The being `b`'s archived count: its newest message's stamp, else its own column's
+(messages written before `0008_archived_in_messages` carry none)."""
+BEING_SELECT = ", ".join(
+    f"{ARCHIVED} AS {column}" if column == "conversation_archived" else f"b.{column}"
+    for column in BEING_COLUMNS
+)
+"""The being's columns as read from `singularity.beings b`."""
 
 
 def load_json(text: str) -> Any:

@@ -87,6 +87,11 @@ class Step:
         if change:
             self._document[KEYS[path]] = change
 
+    def set_archived(self, count: int) -> None:
+        """The being's archived count after the step: the messages it inserts carry it (or,
+        inserting none, the newest message left), not the being's row."""
+        self._document.setdefault(KEYS["conversation"], {})["archived"] = count
+
     def add_events(self, first: int, events: Sequence[dict[str, Any]]) -> None:
         """Append the events, numbered from `first`."""
         if not events:

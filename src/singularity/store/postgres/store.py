@@ -98,7 +98,7 @@ def read_snapshot(db: Connection, agent: str, *, with_events: bool = True) -> Sn
     with db.transaction(), db.cursor(row_factory=psycopg.rows.dict_row) as cursor:
         cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         being = cursor.execute(
-            f"SELECT {', '.join(rows.BEING_COLUMNS)} FROM singularity.beings WHERE agent_id = %s",
+            f"SELECT {rows.BEING_SELECT} FROM singularity.beings b WHERE agent_id = %s",
             (agent,),
         ).fetchone()
         if being is None:
@@ -286,6 +286,10 @@ class PostgresStore:
                 self._write_list(step, path, change, archived if path == "conversation" else ())
             if archived and "conversation" not in changes.lists:
                 step.change_list("conversation", items=archived)
+            if archived or {"conversation", "mind.conversation_archived"} & (
+                changes.lists.keys() | changes.fields.keys()
+            ):
+                step.set_archived(state.mind.conversation_archived)
             step.add_events(self._activity_seq + 1, events)
             alone = self._exists and also is None and not self._riders
             if alone:
@@ -330,6 +334,8 @@ class PostgresStore:
         columns: dict[str, Any] = {}
         extra = dict(self._extra)
         for path, value in changes.fields.items():
+            if path == "mind.conversation_archived" and self._exists:
+                continue  # the step's messages carry it (`Step.set_archived`)
             column = rows.COLUMNS.get(path)
             if column is None:
                 extra[path] = value
@@ -374,7 +380,7 @@ class PostgresStore:
         found = self.db.execute(
             "SELECT m.message FROM singularity.messages m JOIN singularity.beings b "
             "USING (agent_id) WHERE agent_id = %s AND m.seq >= %s AND m.seq < "
-            "LEAST(b.conversation_archived, %s) ORDER BY m.seq",
+            f"LEAST({rows.ARCHIVED}, %s) ORDER BY m.seq",
             (self.agent_id, start, stop if stop is not None else 2**62),
         ).fetchall()
         return [rows.load_json(text) for (text,) in found]
