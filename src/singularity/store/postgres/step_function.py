@@ -1,8 +1,8 @@
 """The text of `singularity.step`, the server's function that writes one step of a being.
 
 Each migration that changed it keeps its own version here, filled in from one template:
-`CREATE_FUNCTION`, `HOLD_LEASE` (the fencing check) and `MESSAGES` (the conversation's
-rows) differ between them.
+`CREATE_FUNCTION`, `HOLD_LEASE` (the fencing check), `MESSAGES` (the conversation's
+rows) and what encloses the lists a step seldom changes differ between them.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ MESSAGES
             (r->>4)::json
         FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
     END IF;
+RARE_LISTS
     l := p_step->'rules';
     IF l IS NOT NULL THEN
         IF l ? 'keep_from' THEN
@@ -130,6 +131,7 @@ MESSAGES
         SELECT p_agent, 'message', (l->>'start')::bigint + i - 1, r
         FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
     END IF;
+END_RARE_LISTS
     IF p_step ? 'events' THEN
         INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, line)
         SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
@@ -145,7 +147,8 @@ COMMENT ON FUNCTION singularity.step IS
     '"keep_from", below "keep_below") and the "rows" it appends, numbered from "start"; '
     '"events", numbered from "first_event"';
 """
-"""`singularity.step`, with `CREATE_FUNCTION`, `HOLD_LEASE` and `MESSAGES` to fill in."""
+"""`singularity.step`, with `CREATE_FUNCTION`, `HOLD_LEASE`, `MESSAGES` and the lines
+`RARE_LISTS` and `END_RARE_LISTS` to fill in."""
 _MESSAGES = """    l := p_step->'messages';
     IF l IS NOT NULL THEN
         IF l ? 'keep_below' THEN
@@ -158,11 +161,23 @@ _MESSAGES = """    l := p_step->'messages';
     END IF;"""
 
 
-def _filled(create: str, hold_lease: str, messages: str = _MESSAGES) -> str:
+_RARE_LISTS = (
+    "    IF p_step ?| array['rules', 'learnings', 'memories', 'chat_ids', 'message_ids'] THEN\n",
+    "    END IF;\n",
+)
+"""What encloses the lists a step seldom changes: one test, not ten expressions, on most
+steps (each expression a step evaluates is set up again in every transaction)."""
+
+
+def _filled(
+    create: str, hold_lease: str, messages: str = _MESSAGES, rare: tuple[str, str] = ("", "")
+) -> str:
     return (
         _STEP_TEMPLATE.replace("CREATE_FUNCTION", create)
         .replace("HOLD_LEASE", hold_lease)
         .replace("MESSAGES", messages)
+        .replace("END_RARE_LISTS\n", rare[1])
+        .replace("RARE_LISTS\n", rare[0])
     )
 
 
@@ -200,11 +215,13 @@ _STAMPED_MESSAGES = """    l := p_step->'messages';
                 WHERE agent_id = p_agent;
         END IF;
     END IF;"""
-STEP_FUNCTION_STAMPED = _filled("CREATE OR REPLACE FUNCTION", _SHARED_LEASE, _STAMPED_MESSAGES)
+STEP_FUNCTION_STAMPED = _filled(
+    "CREATE OR REPLACE FUNCTION", _SHARED_LEASE, _STAMPED_MESSAGES, _RARE_LISTS
+)
 """`singularity.step` since `0008_archived_in_messages`: "messages" holds "archived", the
 being's archived count, which stamps the rows the step inserts; a step that inserts none
 stamps the newest row left, and the being's `conversation_archived` (read when no row is
-stamped)."""
+stamped). The lists a step seldom changes are looked at only when the step holds one."""
 UNFENCED_LISTS = ("messages", "memories", "rules", "learnings", "actions", "resources", "activity")
 """The tables only `singularity.step` writes, with no foreign key since
 `0008_archived_in_messages`: the step's lease check is what keeps their rows a being's."""
