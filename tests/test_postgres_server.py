@@ -10,16 +10,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.polling import wait_for
 from tests.support.postgres import postgres_server, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 OWNER = """
 import json, os, sys
-from tests.support.postgres import postgres_server, start_server
+from tests.support.postgres import postgres_server
 server = postgres_server()
 with open(os.path.join(server.data_dir, "postmaster.pid")) as pid:
     postmaster = int(pid.readline())
+if sys.argv[1] == "fork" and os.fork() == 0:
+    sys.stdin.read()  # outlives the owner, until the test closes their stdin
+    os._exit(0)
 print(json.dumps({"dir": server.data_dir, "postmaster": postmaster}), flush=True)
 sys.stdin.read()
 """
@@ -34,10 +39,12 @@ def _ended(pid: int) -> bool:
         return True
 
 
-def test_a_server_whose_owner_is_killed_is_stopped_and_removed() -> None:
+@pytest.mark.parametrize("child", ["none", "fork"])
+def test_a_server_whose_owner_is_killed_is_stopped_and_removed(child: str) -> None:
+    """Even while a child the owner forked lives on."""
     postgres_server()  # skips when the package is missing
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER],
+        [sys.executable, "-c", OWNER, child],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -48,11 +55,13 @@ def test_a_server_whose_owner_is_killed_is_stopped_and_removed() -> None:
     assert not _ended(started["postmaster"])
     os.kill(owner.pid, signal.SIGKILL)
     owner.wait()
-    owner.stdin.close()
-    owner.stdout.close()
-    wait_for(lambda: _ended(started["postmaster"]), "the orphaned server to stop")
-    folder = os.path.dirname(started["dir"])
-    wait_for(lambda: not os.path.exists(folder), "the orphaned server's folder to go")
+    try:
+        wait_for(lambda: _ended(started["postmaster"]), "the orphaned server to stop")
+        folder = os.path.dirname(started["dir"])
+        wait_for(lambda: not os.path.exists(folder), "the orphaned server's folder to go")
+    finally:
+        owner.stdin.close()  # the forked child's stdin too: it ends
+        owner.stdout.close()
 
 
 def test_a_stopped_server_releases_its_watchdog() -> None:
