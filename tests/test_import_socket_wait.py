@@ -5,12 +5,14 @@ timed out and says the import may still be applied (spec §15.5)."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 from logging import ERROR
 from pathlib import Path
 
 import pytest
 
-from singularity.errors import RuntimeFailure
+from singularity.errors import RuntimeFailure, StateError
 from singularity.jsoncodec import compact
 from singularity.runtime.loop.lifecycle import Runtime
 from singularity.runtime.mind_import.document import ImportReport
@@ -95,3 +97,28 @@ def test_an_import_timeout_names_what_timed_out_and_the_import_still_applies(
     )
     # The being answering a client that left is no error of the service.
     assert [record.getMessage() for record in caplog.records if record.levelno >= ERROR] == []
+
+
+def test_a_being_that_closes_without_answering_is_named_as_such(tmp_path: Path) -> None:
+    path = str(tmp_path / "state-import.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(path)
+        listener.listen()
+
+        def close_unanswered() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                while connection.recv(65536):
+                    pass
+
+        closer = threading.Thread(target=close_unanswered)
+        closer.start()
+        try:
+            with pytest.raises(StateError) as refused:
+                submit(path, DOCUMENT)
+        finally:
+            closer.join()
+    assert str(refused.value) == (
+        f"state: local state import service at {path} closed the connection without "
+        "answering the import (the being may have stopped)"
+    )

@@ -269,6 +269,11 @@ def exchange(
         ) from None
     except OSError as error:
         raise StateError(f"local state import service at {path} is unavailable: {error}") from None
+    if not chunks:
+        raise StateError(
+            f"local state import service at {path} closed the connection without answering "
+            f"{what} (the being may have stopped)"
+        )
     try:
         reply = loads_strict(b"".join(chunks))
     except ValueError as error:
