@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.store_step [--calls 200] [--warmup 10] [--postgres-url URL]
         [--backend directory|postgresql]
 
-A tool call changes the state as `runtime/loop/tool_call.py` does (an action record, the tool
-message, the window archiving its oldest message once full) and journals `tool_finished`;
+A tool call changes the state as `runtime/loop/tool_call.py` and `LiveBeing.save` do (an action
+record, the tool message, `updated_at`, the window archiving its oldest message once full) and
+journals `tool_finished`;
 `StateStore.commit` then makes that step durable. For a fresh and for a full being (1000
 memories of 16 KiB, a full 400-message / 1 MiB window), on both backends, each call is
 measured beside its floor, alternating which goes first:
@@ -40,6 +41,7 @@ from bench import (
     table,
     write_results,
 )
+from singularity.domain.events import ToolFinished, encode
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ActionRecord
 from singularity.domain.state import AgentState
@@ -56,20 +58,24 @@ BACKENDS = ("directory", "postgresql")
 
 
 def tool_call(state: AgentState, index: int) -> list[dict[str, Any]]:
-    """Change the state as one tool call does; the journal event it writes."""
-    at = state.updated_at
+    """Change the state as one tool call and its save do; the journal event it writes.
+
+    As `run_tool_call` and `LiveBeing.save`: the action and its event are stamped with the
+    clock's time, the state's `updated_at` with the clock's time again when saved.
+    """
+    at = now_text(system_clock)
     state.record_action(ActionRecord(cycle=state.cycle, tool=TOOL, status="success", at=at))
     content = compact({"content": {"memory_id": f"m-{index}"}, "status": "success"})
     state.conversation.append(
         {"role": "tool", "content": content, "tool_call_id": f"call_{index}", "name": TOOL}
     )
+    event = encode(ToolFinished(at, state.cycle, TOOL, "success"))
+    state.updated_at = now_text(system_clock)
     if len(state.conversation) > WINDOW_MESSAGES:
         leaving = len(state.conversation) - WINDOW_MESSAGES
         del state.conversation[:leaving]
         state.mind.conversation_archived += leaving
-    return [
-        {"type": "tool_finished", "at": at, "cycle": state.cycle, "tool": TOOL, "status": "success"}
-    ]
+    return [event]
 
 
 def being(kind: str) -> AgentState:
