@@ -139,3 +139,32 @@ def test_a_being_written_before_0008_reads_back_and_lives_on_after_it(
             store.commit(state, [])
         finally:
             store.close()
+
+
+def test_a_being_written_before_0009_reads_back_and_lives_on_after_it(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its events carry no updated_at: the being's own column is read until one does.
+    before = NAMES.index("0009_updated_in_events")
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
+    state = a_being("old")
+    state.updated_at = "2026-01-01T00:00:01Z"
+    store = PostgresStore.open(database, "old")
+    try:
+        store.create(state, [{"type": "started", "at": AT}, {"type": "warned", "at": AT}], [])
+    finally:
+        store.close()
+    monkeypatch.undo()
+    steps = [("2026-01-01T00:00:03Z", False), ("2026-01-01T00:00:04Z", True), (None, None)]
+    for updated_at, journaled in steps:
+        store = PostgresStore.open(database, "old")
+        try:
+            loaded = store.load()
+            assert loaded is not None and loaded.to_json() == state.to_json()
+            if updated_at is None:
+                break
+            state = loaded  # what the store's tracker knows
+            state.updated_at = updated_at
+            store.commit(state, [{"type": "warned", "at": AT}] if journaled else [])
+        finally:
+            store.close()

@@ -19,11 +19,11 @@ from singularity.state_place import shown_url
 from singularity.store.base import Event
 from singularity.store.postgres import lease as leases
 from singularity.store.postgres.migrations import migrated
-from singularity.store.postgres.rows import load_json
+from singularity.store.postgres.rows import UPDATED, load_json
 from singularity.store.postgres.store import Connection
 
-CENSUS = """
-SELECT b.agent_id, b.xmin::text, b.updated_at, b.children,
+CENSUS = f"""
+SELECT b.agent_id, b.xmin::text, {UPDATED}, b.children,
        COALESCE(l.expires_at > now(), false),
        COALESCE((SELECT max(a.seq) FROM singularity.activity a WHERE a.agent_id = b.agent_id), 0)
 FROM singularity.beings b LEFT JOIN singularity.leases l USING (agent_id)

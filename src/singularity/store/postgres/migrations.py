@@ -22,6 +22,7 @@ from singularity.store.postgres.step_function import (
     STEP_FUNCTION,
     STEP_FUNCTION_SHARED_LEASE,
     STEP_FUNCTION_STAMPED,
+    STEP_FUNCTION_UPDATED_IN_EVENTS,
     UNFENCED_LISTS,
 )
 
@@ -56,6 +57,21 @@ ARCHIVED_IN_MESSAGES = (
     + STEP_FUNCTION_STAMPED
 )
 """Migration `0008_archived_in_messages` (`step_function.STEP_FUNCTION_STAMPED`)."""
+
+UPDATED_IN_EVENTS = (
+    """
+    ALTER TABLE singularity.activity ADD COLUMN updated_at text;
+    COMMENT ON COLUMN singularity.activity.updated_at IS
+        'the being''s updated_at as the step that wrote this event left it: the newest '
+        'event''s is the being''s, if it is newer than the being''s updated_after';
+    ALTER TABLE singularity.beings ADD COLUMN updated_after bigint NOT NULL DEFAULT 0;
+    COMMENT ON COLUMN singularity.beings.updated_after IS
+        'the seq of the newest event when updated_at was last written here: a newer event '
+        'holds the being''s updated_at (NULL there: this column is)';
+    """
+    + STEP_FUNCTION_UPDATED_IN_EVENTS
+)
+"""Migration `0009_updated_in_events` (`step_function.STEP_FUNCTION_UPDATED_IN_EVENTS`)."""
 
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -229,6 +245,13 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         # refuses a runtime that does not hold the being, and a removal ends the lease.
         "0008_archived_in_messages",
         ARCHIVED_IN_MESSAGES,
+    ),
+    (
+        # The runtime stamps `updated_at` at every save, so every step updated the being's
+        # row for it alone (a new row version, its index entries and WAL: a third of a
+        # tool call's server time). The events a step inserts anyway carry it now.
+        "0009_updated_in_events",
+        UPDATED_IN_EVENTS,
     ),
 )
 LEASE_LOST = "SG001"

@@ -6,7 +6,8 @@ version adds go to its `extra` object). Each list of the state is a table of
 step inserts the items it added and deletes those it cut, so it writes what changed. The
 conversation keeps every message: those before `conversation_archived` are the archive,
 a count the newest message row carries (`ARCHIVED`), so that a step whose oldest message
-leaves the window writes no row of the being.
+leaves the window writes no row of the being; likewise `updated_at`, which every save
+stamps, rides on the step's events (`UPDATED`).
 JSON columns are of type `json` (kept as written, key order included) and read back as
 text, so a being read back is byte for byte the being written.
 """
@@ -44,8 +45,15 @@ ARCHIVED = (
 )
 """The being `b`'s archived count: its newest message's stamp, else its own column's
 (messages written before `0008_archived_in_messages` carry none)."""
+UPDATED = (
+    "COALESCE((SELECT a.updated_at FROM singularity.activity a WHERE a.agent_id = b.agent_id "
+    "AND a.seq > b.updated_after ORDER BY a.seq DESC LIMIT 1), b.updated_at)"
+)
+"""The being `b`'s `updated_at`: its newest event's stamp when that event is newer than the
+being's own column's (events written before `0009_updated_in_events` carry none)."""
+DERIVED = {"conversation_archived": ARCHIVED, "updated_at": UPDATED}
 BEING_SELECT = ", ".join(
-    f"{ARCHIVED} AS {column}" if column == "conversation_archived" else f"b.{column}"
+    f"{DERIVED[column]} AS {column}" if column in DERIVED else f"b.{column}"
     for column in BEING_COLUMNS
 )
 """The being's columns as read from `singularity.beings b`."""

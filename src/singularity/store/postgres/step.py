@@ -92,11 +92,17 @@ class Step:
         inserting none, the newest message left), not the being's row."""
         self._document.setdefault(KEYS["conversation"], {})["archived"] = count
 
-    def add_events(self, first: int, events: Sequence[dict[str, Any]]) -> None:
-        """Append the events, numbered from `first`."""
+    def set_updated_after(self, seq: int) -> None:
+        """The being's row holds its `updated_at`, newer than the events up to `seq`."""
+        self._document["updated_after"] = seq
+
+    def add_events(self, first: int, events: Sequence[dict[str, Any]], updated_at: str) -> None:
+        """Append the events, numbered from `first`, each stamped with the being's
+        `updated_at` after the step (the being's row then need not hold it)."""
         if not events:
             return
         self._document["first_event"] = first
+        self._document["updated_at"] = updated_at
         self._document["events"] = [
             [
                 str(event.get("type")),

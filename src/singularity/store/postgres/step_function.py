@@ -36,7 +36,7 @@ HOLD_LEASE
             current_model = coalesce(b->>8, current_model),
             conversation_archived = coalesce((b->>9)::bigint, conversation_archived),
             children = coalesce((b->>10)::json, children),
-            extra = coalesce((b->>11)::json, extra)
+            extra = coalesce((b->>11)::json, extra)BEING_SET
         WHERE agent_id = p_agent;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'the state store holds no being %', p_agent USING ERRCODE = 'SG002';
@@ -132,12 +132,7 @@ RARE_LISTS
         FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
     END IF;
 END_RARE_LISTS
-    IF p_step ? 'events' THEN
-        INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, line)
-        SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
-            (r->>2)::bigint, r->>3, r->>4
-        FROM jsonb_array_elements(p_step->'events') WITH ORDINALITY AS x (r, i);
-    END IF;
+EVENTS
 END $$;
 COMMENT ON FUNCTION singularity.step IS
     'one step of a being, in the transaction of the call: hold the lease (or abort), then '
@@ -147,8 +142,14 @@ COMMENT ON FUNCTION singularity.step IS
     '"keep_from", below "keep_below") and the "rows" it appends, numbered from "start"; '
     '"events", numbered from "first_event"';
 """
-"""`singularity.step`, with `CREATE_FUNCTION`, `HOLD_LEASE`, `MESSAGES` and the lines
-`RARE_LISTS` and `END_RARE_LISTS` to fill in."""
+"""`singularity.step`, with `CREATE_FUNCTION`, `HOLD_LEASE`, `MESSAGES`, `BEING_SET` (more
+columns the update sets), `EVENTS` and the lines `RARE_LISTS` and `END_RARE_LISTS` to fill in."""
+_EVENTS = """    IF p_step ? 'events' THEN
+        INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, line)
+        SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
+            (r->>2)::bigint, r->>3, r->>4
+        FROM jsonb_array_elements(p_step->'events') WITH ORDINALITY AS x (r, i);
+    END IF;"""
 _MESSAGES = """    l := p_step->'messages';
     IF l IS NOT NULL THEN
         IF l ? 'keep_below' THEN
@@ -170,12 +171,19 @@ steps (each expression a step evaluates is set up again in every transaction).""
 
 
 def _filled(
-    create: str, hold_lease: str, messages: str = _MESSAGES, rare: tuple[str, str] = ("", "")
+    create: str,
+    hold_lease: str,
+    messages: str = _MESSAGES,
+    rare: tuple[str, str] = ("", ""),
+    events: str = _EVENTS,
+    being_set: str = "",
 ) -> str:
     return (
         _STEP_TEMPLATE.replace("CREATE_FUNCTION", create)
         .replace("HOLD_LEASE", hold_lease)
         .replace("MESSAGES", messages)
+        .replace("BEING_SET", being_set)
+        .replace("EVENTS", events)
         .replace("END_RARE_LISTS\n", rare[1])
         .replace("RARE_LISTS\n", rare[0])
     )
@@ -222,6 +230,27 @@ STEP_FUNCTION_STAMPED = _filled(
 being's archived count, which stamps the rows the step inserts; a step that inserts none
 stamps the newest row left, and the being's `conversation_archived` (read when no row is
 stamped). The lists a step seldom changes are looked at only when the step holds one."""
+_STAMPED_EVENTS = """    IF p_step ? 'events' THEN
+        INSERT INTO singularity.activity
+            (agent_id, seq, type, at, cycle, operation_id, line, updated_at)
+        SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
+            (r->>2)::bigint, r->>3, r->>4, p_step->>'updated_at'
+        FROM jsonb_array_elements(p_step->'events') WITH ORDINALITY AS x (r, i);
+    END IF;"""
+_UPDATED_AFTER = """,
+            updated_after = coalesce((p_step->>'updated_after')::bigint, updated_after)"""
+STEP_FUNCTION_UPDATED_IN_EVENTS = _filled(
+    "CREATE OR REPLACE FUNCTION",
+    _SHARED_LEASE,
+    _STAMPED_MESSAGES,
+    _RARE_LISTS,
+    _STAMPED_EVENTS,
+    _UPDATED_AFTER,
+)
+"""`singularity.step` since `0009_updated_in_events`: the events a step inserts carry the
+being's `updated_at` ("updated_at"), which a step that journals writes nowhere else; one
+that journals nothing writes it to the being's row with "updated_after", the `seq` of the
+newest event then (the events up to it no longer say the being's `updated_at`)."""
 UNFENCED_LISTS = ("messages", "memories", "rules", "learnings", "actions", "resources", "activity")
 """The tables only `singularity.step` writes, with no foreign key since
 `0008_archived_in_messages`: the step's lease check is what keeps their rows a being's."""

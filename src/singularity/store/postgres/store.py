@@ -3,8 +3,9 @@
 `PostgresStore.open` connects, applies the migrations, and takes the being's lease (a
 second runtime is refused while it is held). A step is one call of the server's
 `singularity.step` (`step.py`), one statement and one transaction in one round trip: hold
-the lease (or abort), update the being's changed columns, delete and insert the list rows
-it changed, append the step's events. A lost connection
+the lease (or abort), update the being's changed columns (not the window's start nor
+`updated_at`, which ride on the step's messages and events), delete and insert the list
+rows it changed, append the step's events. A lost connection
 fails the step: its outcome is unknown to the runtime, which stops; the next boot reads
 what the database committed.
 """
@@ -281,7 +282,7 @@ class PostgresStore:
             return
         try:
             step = Step(self.lease, create=not self._exists)
-            extra = self._write_being(step, changes)
+            extra = self._write_being(step, changes, stamped=bool(events))
             for path, change in changes.lists.items():
                 self._write_list(step, path, change, archived if path == "conversation" else ())
             if archived and "conversation" not in changes.lists:
@@ -290,7 +291,7 @@ class PostgresStore:
                 changes.lists.keys() | changes.fields.keys()
             ):
                 step.set_archived(state.mind.conversation_archived)
-            step.add_events(self._activity_seq + 1, events)
+            step.add_events(self._activity_seq + 1, events, state.updated_at)
             alone = self._exists and also is None and not self._riders
             if alone:
                 self._call.send(step.parameters())
@@ -329,13 +330,18 @@ class PostgresStore:
         at all (the sanctum's session note rides with the step that journals it)."""
         self._riders.append(statements)
 
-    def _write_being(self, step: Step, changes: Changes) -> dict[str, Any]:
-        """The being's changed columns (every one for a new being); the new `extra`."""
+    def _write_being(self, step: Step, changes: Changes, *, stamped: bool) -> dict[str, Any]:
+        """The being's changed columns (every one for a new being); the new `extra`.
+        `stamped`: the step's events carry its `updated_at` (`Step.add_events`)."""
         columns: dict[str, Any] = {}
         extra = dict(self._extra)
         for path, value in changes.fields.items():
             if path == "mind.conversation_archived" and self._exists:
                 continue  # the step's messages carry it (`Step.set_archived`)
+            if path == "updated_at" and self._exists:
+                if stamped:
+                    continue
+                step.set_updated_after(self._activity_seq)
             column = rows.COLUMNS.get(path)
             if column is None:
                 extra[path] = value
