@@ -28,8 +28,11 @@ from singularity.errors import FatalIoError, StateError
 from singularity.jsoncodec import compact
 from singularity.mind.context import estimate_tokens, select_context
 from singularity.runtime.being import WINDOW_BYTES, WINDOW_MESSAGES, LiveBeing, open_being
+from singularity.runtime.inspect.verify import inspect_state_dir
 from singularity.runtime.loop.tool_call import execute_tool_call
+from singularity.runtime.talk.transcript import all_messages
 from singularity.storage import fsio
+from singularity.store.directory import DirectoryStore, peek_state
 from singularity.testing.scripted_server import Call, ScriptedServer, Turn
 from singularity.tools.base import FunctionTool, FunctionToolset, Outcome, ToolDefinition
 from singularity.tools.catalogue import Catalogue
@@ -60,18 +63,25 @@ def archive_lines(root: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
 
 
-def everything(root: Path, being: LiveBeing) -> list[Any]:
-    """The archive, then the window: the whole conversation as plain JSON values."""
-    archived = [line["message"] for line in archive_lines(root)]
+def everything(being: LiveBeing) -> list[Any]:
+    """The archive (the file's lines, then those the store holds back), then the window:
+    the whole conversation as plain JSON values."""
     window = json.loads(compact(being.state.conversation))
-    return archived + window
+    return json.loads(compact(being.store.archived())) + window
 
 
 def assert_exactly_once(root: Path, being: LiveBeing, expected: list[Any]) -> None:
     lines = archive_lines(root)
     assert [line["seq"] for line in lines] == list(range(len(lines)))
-    assert len(lines) == being.state.mind.conversation_archived
-    assert everything(root, being) == expected
+    assert len(being.store.archived()) == being.state.mind.conversation_archived
+    assert [line["message"] for line in lines] == being.store.archived()[: len(lines)]
+    assert everything(being) == expected
+
+
+def writes_each_step(being: LiveBeing) -> None:
+    """Make the being's store write each step's archive lines, not batches of them."""
+    assert isinstance(being.store, DirectoryStore)
+    being.store.archive_batch = 0
 
 
 class Life:
@@ -186,7 +196,7 @@ def test_the_byte_limit_keeps_the_newest_message_even_when_it_alone_is_too_big(
             being.save()
         assert [m["content"][0] for m in being.state.conversation] == ["4"]
         assert being.state.mind.conversation_archived == 4
-        assert [line["message"]["content"][0] for line in archive_lines(root)] == list("0123")
+        assert [m["content"][0] for m in being.store.archived()] == list("0123")
     finally:
         being.close()
 
@@ -203,6 +213,7 @@ def _grow(being: LiveBeing, count: int, start: int = 0) -> list[Any]:
 def test_duplicate_archive_lines_left_by_a_crash_are_cut_at_open(root: Path) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 10
+    writes_each_step(being)
     expected = _grow(being, 25)
     being.save()
     being.close()
@@ -221,6 +232,7 @@ def test_duplicate_archive_lines_left_by_a_crash_are_cut_at_open(root: Path) -> 
 def test_a_step_whose_archive_write_failed_never_became_durable(root: Path) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 10
+    writes_each_step(being)
     expected = _grow(being, 12)
     being.save()
     assert len(archive_lines(root)) == 2
@@ -249,6 +261,7 @@ def test_archive_lines_of_a_step_whose_record_failed_are_cut_at_the_next_open(
 ) -> None:
     being = open_at(root, resume=False)
     being.window_messages = 10
+    writes_each_step(being)
     expected = _grow(being, 12)
     being.save()
     _grow(being, 7, start=12)
@@ -264,6 +277,41 @@ def test_archive_lines_of_a_step_whose_record_failed_are_cut_at_the_next_open(
     try:
         assert_exactly_once(root, reopened, expected)
         assert len(archive_lines(root)) == 2
+    finally:
+        reopened.close()
+
+
+def test_a_living_beings_archive_is_written_in_batches_and_read_with_its_log(
+    root: Path,
+) -> None:
+    being = open_at(root, resume=False)
+    path = root / "being"
+    try:
+        being.window_messages = 10
+        expected: list[Any] = []
+        for start in range(0, 40, 4):
+            expected += _grow(being, 4, start=start)
+            being.save()
+        assert archive_lines(root) == []  # held back: the log holds them
+        state = peek_state(str(path))
+        assert state is not None and state.mind.conversation_archived == 30
+        dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert json.loads(compact(all_messages(dir_fd, state))) == expected
+        finally:
+            os.close(dir_fd)
+        found = inspect_state_dir(str(path))
+        assert not [w for w in found.problems + found.warnings if "conversation" in w]
+    finally:
+        being.close()  # no checkpoint: as a kill leaves it
+    assert [p for p in inspect_state_dir(str(path)).problems if "conversation" in p] == [
+        "conversation.jsonl lacks 30 message(s) state.redo archived "
+        "(the next boot writes them back)"
+    ]
+    reopened = open_at(root, resume=True)
+    try:
+        assert len(archive_lines(root)) == 30
+        assert_exactly_once(root, reopened, expected)
     finally:
         reopened.close()
 

@@ -22,6 +22,7 @@ from singularity.errors import FatalIoError
 from singularity.runtime.inspect.verify import verify_state_dir
 from singularity.storage import fsio
 from singularity.store import redo
+from singularity.store.directory import DirectoryStore
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.commands import SINGULARITY, clean_environment
 from tests.support.loop_http import Result, all_events, boot, cli_args, run, state_of
@@ -143,6 +144,8 @@ def test_a_failed_archive_append_stops_the_being_failed(spec: str, tmp_path: Pat
         async def live() -> None:
             runtime = boot(tmp_path, server)
             runtime.being.window_messages = 3
+            assert isinstance(runtime.being.store, DirectoryStore)
+            runtime.being.store.archive_batch = 0  # each step writes its archive lines
             fsio.arm_failpoints(spec)
             try:
                 with pytest.raises(FatalIoError, match=r"conversation\.jsonl"):

@@ -2,7 +2,9 @@
 
 Each line is `{"seq": n, "message": {…}}`, where `n` counts from the being's first message.
 The state records how many messages it archived; lines beyond that count are leftovers of a
-crash between an archive append and the state save, and `repair` cuts them.
+crash between an archive append and the state save, and `repair` cuts them. The directory
+store writes a living being's lines in batches (its log holds them meanwhile): the file
+alone is current after a checkpoint (`singularity.store.directory`).
 """
 
 from __future__ import annotations
@@ -45,8 +47,14 @@ def archived_count(dir_fd: int) -> int:
 
 
 def read_archive(dir_fd: int) -> list[dict[str, Any]]:
-    """Every archived message, oldest first."""
-    return [json.loads(line)["message"] for line in _read(dir_fd).splitlines() if line]
+    """Every message the file holds, oldest first (see `singularity.store.directory` for
+    when that is every archived message)."""
+    return parse_lines(_read(dir_fd))
+
+
+def parse_lines(data: bytes) -> list[dict[str, Any]]:
+    """The messages of archive lines."""
+    return [json.loads(line)["message"] for line in data.splitlines() if line]
 
 
 def encode_lines(first_seq: int, messages: Sequence[Any]) -> bytes:

@@ -1,18 +1,21 @@
 """The directory backend: `state.json` checkpoints and the `state.redo` log of each step.
 
-A step costs one append and one fdatasync, of what it changed: the messages leaving the
-window go to `conversation.jsonl` (lines beyond the state's count are cut at boot), its
-record to `state.redo`, then its lines to `activity.jsonl`; neither file is synced, since
-the log holds them; nor is a session note riding in the step (`ride`,
-`singularity.store.sanctum_appends`), written to its sanctum file after the record. A
-checkpoint (at a clean stop, past a size or count threshold, and at boot after a replay)
-syncs those files, writes `state.json` whole (temp, fsync, rename, directory fsync) and
-starts an empty log naming it. Boot replays the log onto
-the checkpoint and writes back whatever of those files a crash lost.
+A step costs one append and one fdatasync, of what it changed: its record to `state.redo`,
+then its lines to `activity.jsonl`, not synced, since the log holds them; nor is a session
+note riding in the step (`ride`, `singularity.store.sanctum_appends`), written to its
+sanctum file after the record. The archive lines of the messages leaving the window are
+held back (the log holds them too) and written, before a later record, once they make
+`archive_batch` bytes, and at every checkpoint: lines beyond the state's count are what a
+crash leaves, cut at boot. A checkpoint (at a clean stop, past a size or count threshold,
+and at boot after a replay) syncs those files, writes `state.json` whole (temp, fsync,
+rename, directory fsync) and starts an empty log naming it. Boot replays the log onto the
+checkpoint and writes back whatever of those files a crash lost.
 
-`state.json` alone is current after every checkpoint: `singularity checkpoint`, any clean
-stop, any boot. Between them, the current state is `state.json` plus `state.redo`, which
-`peek_state` (and `verify`, `show`, the console) replays without changing anything.
+`state.json` and `conversation.jsonl` alone are current after every checkpoint:
+`singularity checkpoint`, any clean stop, any boot. Between them, the current state is
+`state.json` plus `state.redo`, which `peek_state` (and `verify`, `show`, the console)
+replays without changing anything, and the archive is `conversation.jsonl` plus the
+messages the replayed steps archived (`Replay.archived`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ log = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 16 << 20
 """A log longer than this and than twice `state.json` is checkpointed."""
 CHECKPOINT_RECORDS = 100_000
+ARCHIVE_BATCH = 64 << 10
+"""Archive lines held back (the log holds them) until they are this many bytes."""
 _POINTS = {ACTIVITY_FILE: "activity", ARCHIVE_FILE: "archive"}
 """The failpoint names of the files a step writes after its record."""
 
@@ -172,8 +177,10 @@ class DirectoryStore:
         *,
         checkpoint_bytes: int = CHECKPOINT_BYTES,
         checkpoint_records: int = CHECKPOINT_RECORDS,
+        archive_batch: int = ARCHIVE_BATCH,
     ) -> None:
         self.statedir = statedir
+        self.archive_batch = archive_batch
         self.checkpoint_bytes = checkpoint_bytes
         self.checkpoint_records = checkpoint_records
         self.tracker = Tracker(archives=True)
@@ -182,6 +189,10 @@ class DirectoryStore:
         self._log: redo.RedoLog | None = None
         self._activity_fd: int | None = None
         self._archive_fd: int | None = None
+        self._archive_held: list[bytes] = []
+        """Archive lines of logged steps not yet written: a step makes no write of its own
+        to the archive; a batch of them, or the checkpoint, writes them."""
+        self._archive_held_size = 0
         self._activity_size = 0
         self._state_size = 0
         self.appends = SanctumAppends(statedir.path)
@@ -335,12 +346,12 @@ class DirectoryStore:
         riding = self.appends.take()
         entry = self._log.encode(self._activity_size, lines, self.tracker.encode(changes), riding)
         if moved:
-            # Before the record: archive lines beyond the state's count are what a crash
-            # leaves between the two, and a boot cuts them (`conversation_archive.repair`).
             first = state.mind.conversation_archived - leaving
-            self._write(
-                self._archive(), conversation_archive.encoded_lines(first, moved), ARCHIVE_FILE
-            )
+            archive_lines = conversation_archive.encoded_lines(first, moved)
+            self._archive_held.append(archive_lines)
+            self._archive_held_size += len(archive_lines)
+            if self._archive_held_size >= self.archive_batch:
+                self._write_archive()
         # A failed sync breaks the store, so the image may be taken before it.
         self.tracker.take(state, changes)
         self._log.append(entry)
@@ -352,10 +363,16 @@ class DirectoryStore:
         ):
             self.checkpoint(state)
 
-    def _archive(self) -> int:
+    def _write_archive(self) -> None:
+        """Write the held archive lines, before any later record: lines beyond the state's
+        count are what a crash leaves, and a boot cuts them (`conversation_archive.repair`)."""
+        if not self._archive_held:
+            return
         if self._archive_fd is None:
             self._archive_fd = self._open_append(ARCHIVE_FILE, "archive")
-        return self._archive_fd
+        self._write(self._archive_fd, b"".join(self._archive_held), ARCHIVE_FILE)
+        self._archive_held.clear()
+        self._archive_held_size = 0
 
     def _write(self, fd: int, data: bytes, name: str) -> None:
         """Write without a sync: the redo record already holds these bytes."""
@@ -383,6 +400,7 @@ class DirectoryStore:
     def _checkpoint(self, state: AgentState) -> None:
         data = state.to_json()
         base = redo.checkpoint_id(data)
+        self._write_archive()
         for fd, name in ((self._activity_fd, ACTIVITY_FILE), (self._archive_fd, ARCHIVE_FILE)):
             if fd is None:
                 continue
@@ -404,6 +422,7 @@ class DirectoryStore:
 
     def archived(self, start: int = 0, stop: int | None = None) -> list[ChatMessage]:
         messages = conversation_archive.read_archive(self.statedir.fd)
+        messages += conversation_archive.parse_lines(b"".join(self._archive_held))
         return messages[start:stop]  # type: ignore[return-value]
 
     def close(self) -> None:

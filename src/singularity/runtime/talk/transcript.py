@@ -27,6 +27,7 @@ from singularity.mind.framing import STIMULUS_PREFIX
 from singularity.money import render_money
 from singularity.storage.activity import Event
 from singularity.storage.conversation_archive import read_archive
+from singularity.store.directory import replay
 
 FRAMING = re.compile(r"Begin autonomous cycle ([0-9]+)\. ")
 
@@ -192,9 +193,22 @@ def all_messages(dir_fd: int, state: AgentState, start: int = 0) -> list[ChatMes
     archived = state.mind.conversation_archived
     messages: list[ChatMessage] = []
     if start < archived:
-        messages += read_archive(dir_fd)[start:archived]  # type: ignore[arg-type]
+        held = read_archive(dir_fd)
+        if len(held) < archived:
+            held = _with_logged(dir_fd, held, archived)
+        messages += held[start:archived]  # type: ignore[arg-type]
     messages += state.conversation[max(0, start - archived) :]
     return messages
+
+
+def _with_logged(dir_fd: int, held: list[Any], archived: int) -> list[Any]:
+    """The archive's messages with those only `state.redo` holds yet (a living being
+    writes its archive in batches, `singularity.store.directory`)."""
+    moved = replay(dir_fd).archived
+    missing = range(len(held), archived)
+    if all(index in moved for index in missing):
+        return held + [moved[index] for index in missing]
+    return read_archive(dir_fd)  # a checkpoint wrote them since the file was read
 
 
 def transcript(messages: Sequence[ChatMessage], journaled: Iterable[Event]) -> list[Entry]:
