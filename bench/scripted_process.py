@@ -25,7 +25,6 @@ asks for more turns than it was given, so a side that makes an extra call is cau
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -55,27 +54,22 @@ class _TimedServer(ScriptedServer):
         answer was sent: a side may ask what was served before the handler got there."""
         self._current = threading.local()
 
-    def _record(self, handler: _Handler) -> RecordedRequest:
-        request = super()._record(handler)
+    def _record(self, handler: _Handler, body: bytes) -> RecordedRequest:
+        request = super()._record(handler, body)
         self._current.request = request
         return request
 
-    def _handle(self, handler: _Handler) -> None:
-        raw = handler.rfile
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = raw.read(length) if length > 0 else b""
+    def _serve(self, handler: _Handler, body: bytes) -> None:
         started = time.perf_counter()
-        handler.rfile = io.BytesIO(body)  # the server reads the body as it arrived
         try:
-            super()._handle(handler)
-        finally:
-            handler.rfile = raw
-        spent = time.perf_counter() - started
-        request = self._current.request
-        if _completion(request):  # only these are forgotten with their time
-            with self.timed:
-                self.seconds[id(request)] = spent
-                self.timed.notify_all()
+            super()._serve(handler, body)
+        finally:  # a failed answer is timed too, or `served` would wait for it
+            spent = time.perf_counter() - started
+            request = self._current.request
+            if _completion(request):  # only these are forgotten with their time
+                with self.timed:
+                    self.seconds[id(request)] = spent
+                    self.timed.notify_all()
 
 
 def serve(commands: IO[str], answers: IO[str]) -> None:

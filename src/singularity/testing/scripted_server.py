@@ -42,6 +42,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import pydantic_core
+
 from singularity.gateway.auth import Secret, verify_hmac
 from singularity.jsoncodec import compact
 
@@ -283,6 +285,26 @@ def tool_message_violation(messages: Any) -> tuple[str, str] | None:
     return None
 
 
+def parsed(body: bytes) -> Any:
+    """The JSON document of a request body, None when it is not JSON.
+
+    Parsed by pydantic-core (native code, as a real model server parses: `json.loads`
+    took ~2.3 ms on a full being's 370 KB body, pydantic-core ~0.7 ms); what it refuses
+    and the json module reads (a lone surrogate escape, a BOM, UTF-16) is read by the
+    json module, so the documents recorded are the same as before.
+    """
+    if not body:
+        return None
+    try:
+        return pydantic_core.from_json(body, cache_strings=False)
+    except ValueError:
+        pass
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     """One request the server received; `json` is None when the body is not JSON."""
@@ -472,25 +494,24 @@ class ScriptedServer:
             else:
                 self._connections.discard(connection)
 
-    def _record(self, handler: _Handler) -> RecordedRequest:
-        length = int(handler.headers.get("Content-Length") or 0)
-        body = handler.rfile.read(length) if length > 0 else b""
-        try:
-            document = json.loads(body) if body else None
-        except ValueError:
-            document = None
+    def _record(self, handler: _Handler, body: bytes) -> RecordedRequest:
         headers = {name.lower(): value for name, value in handler.headers.items()}
-        request = RecordedRequest(handler.command, handler.path, headers, body, document)
+        request = RecordedRequest(handler.command, handler.path, headers, body, parsed(body))
         with self._lock:
             self._requests.append(request)
         return request
 
     def _handle(self, handler: _Handler) -> None:
         try:
-            self._route(handler, self._record(handler))
+            length = int(handler.headers.get("Content-Length") or 0)
+            self._serve(handler, handler.rfile.read(length) if length > 0 else b"")
         except Exception as error:  # a test server must report, not die
             self.errors.append(error)
             handler.drop()
+
+    def _serve(self, handler: _Handler, body: bytes) -> None:
+        """Record and answer one request whose body has arrived."""
+        self._route(handler, self._record(handler, body))
 
     def _route(self, handler: _Handler, request: RecordedRequest) -> None:
         path = request.path.split("?", 1)[0]
@@ -529,8 +550,10 @@ class ScriptedServer:
         if not isinstance(request.json, dict):
             handler.reply(400, _error_body(400, "request body must be a JSON object"))
             return
-        violation = tool_message_violation(request.json.get("messages"))
-        if self.openai_strict and violation is not None:
+        violation = (
+            tool_message_violation(request.json.get("messages")) if self.openai_strict else None
+        )
+        if violation is not None:
             handler.reply(400, _error_body(400, violation[0], param=violation[1]))
             return
         with self._lock:
