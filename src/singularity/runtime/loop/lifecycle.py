@@ -21,7 +21,7 @@ from singularity.domain.operator import OperatorRequest
 from singularity.errors import BramaError, FatalIoError, RetryClass, SingularityError
 from singularity.gateway.client import BramaClient
 from singularity.most.client import MostClient
-from singularity.runtime import ledger
+from singularity.runtime import heap, ledger
 from singularity.runtime.being import LiveBeing, open_being
 from singularity.runtime.family.children import Starter, settle_unstarted_children
 from singularity.runtime.loop.assembly import assemble
@@ -188,6 +188,7 @@ class Runtime:
             being.close()
             raise
         withholding.install()
+        heap.settle()  # what boot loaded lives as long as the being
         return runtime
 
     def request_stop(self) -> None:
@@ -431,6 +432,7 @@ class Runtime:
                 being.close()
                 if self.withholding is not None:
                     self.withholding.uninstall()
+                heap.release()
 
 
 def _sanctum_of(parts: Sequence[Extension]) -> SanctumExtension | None:
