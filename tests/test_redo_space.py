@@ -234,3 +234,23 @@ def test_a_record_written_without_its_sync_is_seen_not_durable(
         ]
     finally:
         store.close()
+
+
+def test_the_log_stamp_moves_with_every_step_though_the_size_does_not(tmp_path: Path) -> None:
+    path = tmp_path / "being"
+    store, state = _living(path, 1)
+    log = str(path / redo.REDO_FILE)
+    try:
+        stamps = [redo.log_stamp(log)]
+        for index in range(3):
+            size = os.stat(log).st_size
+            store.commit(state, live_a_step(state, 10 + index))
+            assert os.stat(log).st_size == size
+            stamps.append(redo.log_stamp(log, since=stamps[-1]))
+            assert stamps[-1] == redo.log_stamp(log)  # read forward: the same end
+        assert len({stamp[1] for stamp in stamps if stamp}) == 4
+        store.checkpoint(state)
+        assert redo.log_stamp(log, since=stamps[-1]) == redo.log_stamp(log) != stamps[-1]
+    finally:
+        store.close()
+    assert redo.log_stamp(str(tmp_path / "none")) is None

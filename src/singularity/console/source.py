@@ -119,6 +119,10 @@ class BeingSource(Protocol):
         ...
 
 
+_StateStamp = tuple[tuple[int, int, int], tuple[int, int, int] | None]
+"""`state.json`'s stamp and `state.redo`'s (`log_stamp`)."""
+
+
 def _stamp(info: os.stat_result) -> tuple[int, int, int]:
     return info.st_mtime_ns, info.st_size, info.st_ino
 
@@ -139,7 +143,7 @@ class DirectorySource:
         if not _is_dir(self.root):
             raise StateError(f"console root is not a directory: {root}")
         self._followers: dict[str, Follower] = {}
-        self._states: dict[str, tuple[object, AgentState]] = {}
+        self._states: dict[str, tuple[_StateStamp, AgentState]] = {}
         self._keys: tuple[float, list[str]] | None = None
 
     @property
@@ -199,8 +203,9 @@ class DirectorySource:
         except FileNotFoundError:
             raise UnknownBeing(f"no such being: {key}") from None
         # The current state is state.json with state.redo replayed: a step changes the log.
-        stamp = (_stamp(info), log_stamp(os.path.join(path, REDO_FILE)))
         cached = self._states.get(key)
+        since = cached[0][1] if cached is not None else None
+        stamp = (_stamp(info), log_stamp(os.path.join(path, REDO_FILE), since=since))
         if cached is not None and cached[0] == stamp:
             return cached[1]
         state = peek_state(path)

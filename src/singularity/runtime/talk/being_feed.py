@@ -85,7 +85,7 @@ class DirectoryFeed:
             found.append((info.st_mtime_ns, info.st_size, info.st_ino))
         except FileNotFoundError:
             found.append(None)
-        found.append(log_stamp(REDO_FILE, self.dir_fd))
+        found.append(log_stamp(REDO_FILE, self.dir_fd, self.stamp[1] if self.stamp else None))
         return tuple(found)
 
     def close(self) -> None:
