@@ -10,11 +10,8 @@ journals `tool_finished`;
 memories of 16 KiB, a full 400-message / 1 MiB window), on both backends, each call is
 measured beside its floor, alternating which goes first:
 
-- directory: the floor is one `write` + `fdatasync` of the very bytes the step wrote
-  to `state.redo`, appended to another file in the same directory; beside it a stricter
-  floor, the same bytes `pwrite`n into space of another file already allocated, zeroed
-  and synced (as `state.redo` is), + `fdatasync`: an append's sync must also commit the
-  file's new size, an overwrite's need not;
+- directory: the floor is one `write` + `fdatasync` of the very bytes the step appended
+  to `state.redo`, to another file in the same directory;
 - postgresql: the floor is one autocommit `INSERT` of one row holding as many bytes as
   the step's events and changes, on the same server over the same kind of connection.
 
@@ -44,7 +41,6 @@ from bench import (
     table,
     write_results,
 )
-from bench.log_end import LogEnd
 from singularity.domain.events import ToolFinished, encode
 from singularity.domain.identity import identity_from
 from singularity.domain.records import ActionRecord
@@ -53,7 +49,7 @@ from singularity.jsoncodec import compact
 from singularity.runtime.being import WINDOW_MESSAGES
 from singularity.store.base import StateStore
 from singularity.store.directory import DirectoryStore
-from singularity.store.redo import LOG_CHUNK, REDO_FILE
+from singularity.store.redo import REDO_FILE
 from singularity.timestamps import now_text, system_clock
 
 TOOL = "singularity_memory_remember"
@@ -93,59 +89,45 @@ def being(kind: str) -> AgentState:
 
 
 class DirectorySide:
-    """The directory backend and its two floors: an append, and a preallocated overwrite."""
+    """The directory backend and its floor."""
 
     name = "directory"
-    floors = ("floor", "floor_preallocated")
 
     def __init__(self, root: Path, kind: str) -> None:
         self.path = root / f"{kind}-being"
         self.store: StateStore = DirectoryStore.open(str(self.path))
         self.store.load()
         self.floor_fd = os.open(root / f"{kind}-floor", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        self.overwrite_fd = os.open(root / f"{kind}-floor-preallocated", os.O_WRONLY | os.O_CREAT)
-        self.overwrite_at = self.overwrite_allocated = 0
-        self.log = LogEnd()
+        self.log_size = 0
         self.last_record = b""
 
     def commit(self, state: AgentState, events: list[dict[str, Any]]) -> int:
         started = time.perf_counter_ns()
         self.store.commit(state, events)
         elapsed = time.perf_counter_ns() - started
-        self.log = self.log.after_step(self.path / REDO_FILE)
-        if self.log.record:
-            self.last_record = self.log.record
+        size = (self.path / REDO_FILE).stat().st_size
+        if size > self.log_size:
+            with open(self.path / REDO_FILE, "rb") as log:
+                log.seek(self.log_size)
+                self.last_record = log.read()
+        self.log_size = size
         return elapsed
 
-    def floor(self, name: str) -> int:
-        if name == "floor":
-            started = time.perf_counter_ns()
-            os.write(self.floor_fd, self.last_record)
-            os.fdatasync(self.floor_fd)
-            return time.perf_counter_ns() - started
-        end = self.overwrite_at + len(self.last_record)
-        if end > self.overwrite_allocated:  # unmeasured, as the log's extension is rare
-            os.pwrite(self.overwrite_fd, bytes(LOG_CHUNK), self.overwrite_allocated)
-            os.fdatasync(self.overwrite_fd)
-            self.overwrite_allocated += LOG_CHUNK
+    def floor(self) -> int:
         started = time.perf_counter_ns()
-        os.pwrite(self.overwrite_fd, self.last_record, self.overwrite_at)
-        os.fdatasync(self.overwrite_fd)
-        elapsed = time.perf_counter_ns() - started
-        self.overwrite_at = end
-        return elapsed
+        os.write(self.floor_fd, self.last_record)
+        os.fdatasync(self.floor_fd)
+        return time.perf_counter_ns() - started
 
     def close(self) -> None:
         self.store.close()
         os.close(self.floor_fd)
-        os.close(self.overwrite_fd)
 
 
 class PostgresSide:
     """The PostgreSQL backend and its floor."""
 
     name = "postgresql"
-    floors = ("floor",)
 
     def __init__(self, url: str, kind: str) -> None:
         import psycopg
@@ -167,7 +149,7 @@ class PostgresSide:
         self.store.commit(state, events)
         return time.perf_counter_ns() - started
 
-    def floor(self, name: str) -> int:
+    def floor(self) -> int:
         started = time.perf_counter_ns()
         self.db.execute("INSERT INTO bench_floor (body) VALUES (%s)", (self.payload,))
         return time.perf_counter_ns() - started
@@ -181,45 +163,29 @@ def measure(side: Any, kind: str, calls: int, warmup: int) -> dict[str, Any]:
     state = being(kind)
     side.commit(state, [{"type": "started", "at": state.started_at}])
     ours: list[int] = []
-    floors: dict[str, list[int]] = {name: [] for name in side.floors}
+    floor: list[int] = []
     for index in range(warmup + calls):
         events = tool_call(state, index)
-        if index % 2:  # alternately first: the floors write the newest step's bytes
-            floor_ns = {name: side.floor(name) for name in side.floors}
+        if index % 2:  # alternately first: the floor writes the newest step's bytes
+            floor_ns = side.floor()
             commit = side.commit(state, events)
         else:
             commit = side.commit(state, events)
-            floor_ns = {name: side.floor(name) for name in side.floors}
+            floor_ns = side.floor()
         if index >= warmup:
             ours.append(commit)
-            for name, elapsed in floor_ns.items():
-                floors[name].append(elapsed)
-    ours_stats = summary(ours)
-    result = {
+            floor.append(floor_ns)
+    ours_stats, floor_stats = summary(ours), summary(floor)
+    return {
         "backend": side.name,
         "being": kind,
         "memories": len(state.mind.memories),
         "window_messages": len(state.conversation),
         "commit": ours_stats,
+        "floor": floor_stats,
+        "ratio_median": ours_stats["median_ms"] / floor_stats["median_ms"],
+        "ratio_mean": ours_stats["mean_ms"] / floor_stats["mean_ms"],
     }
-    for name, measured in floors.items():
-        stats = summary(measured)
-        suffix = name.removeprefix("floor")
-        result[name] = stats
-        result[f"ratio_median{suffix}"] = ours_stats["median_ms"] / stats["median_ms"]
-        result[f"ratio_mean{suffix}"] = ours_stats["mean_ms"] / stats["mean_ms"]
-    return result
-
-
-def _preallocated(result: dict[str, Any]) -> list[str]:
-    """The table's cells of the preallocated floor (a directory's only)."""
-    if "floor_preallocated" not in result:
-        return ["-", "-", "-"]
-    return [
-        f"{result['floor_preallocated']['median_ms']:.2f} ms",
-        f"{result['ratio_median_preallocated']:.2f}x",
-        f"{result['ratio_mean_preallocated']:.2f}x",
-    ]
 
 
 def render(results: list[dict[str, Any]]) -> str:
@@ -232,9 +198,6 @@ def render(results: list[dict[str, Any]]) -> str:
         "commit mean",
         "floor mean",
         "÷ floor (mean)",
-        "prealloc floor median",
-        "÷ prealloc floor",
-        "÷ prealloc floor (mean)",
         "full ÷ fresh",
     ]
     fresh = {r["backend"]: r["commit"]["median_ms"] for r in results if r["being"] == "fresh"}
@@ -248,7 +211,6 @@ def render(results: list[dict[str, Any]]) -> str:
             f"{r['commit']['mean_ms']:.2f} ms",
             f"{r['floor']['mean_ms']:.2f} ms",
             f"{r['ratio_mean']:.2f}x",
-            *_preallocated(r),
             f"{r['commit']['median_ms'] / fresh[r['backend']]:.2f}x",
         ]
         for r in results

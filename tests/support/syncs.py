@@ -91,19 +91,6 @@ def _identity(info: os.stat_result) -> Identity:
 PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _content_size(path: str | os.PathLike[str], name: str, info: os.stat_result) -> int:
-    """A file's size, but a redo log's bytes in use: its space is allocated (and synced)
-    ahead of its records, and a record written there unsynced must not count as synced."""
-    is_log = name == redo.REDO_FILE or name.startswith(redo.REDO_TEMP_PREFIX)  # before its rename
-    if not is_log or not stat.S_ISREG(info.st_mode):
-        return info.st_size
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return redo.used_length(fd)
-    finally:
-        os.close(fd)
-
-
 @dataclass
 class SyncLog:
     """The syncs seen so far, and the durability checks made at each watched moment."""
@@ -124,8 +111,7 @@ class SyncLog:
         info = os.fstat(fd)
         self._hold(os.dup(fd))
         entries = self._entries(fd) if stat.S_ISDIR(info.st_mode) else None
-        size = _content_size(f"/proc/self/fd/{fd}", os.path.basename(path), info)
-        self.syncs.append(Sync(name, path, _identity(info), size, data_only, entries))
+        self.syncs.append(Sync(name, path, _identity(info), info.st_size, data_only, entries))
 
     def _hold(self, fd: int) -> Identity:
         identity = _identity(os.fstat(fd))
@@ -172,9 +158,8 @@ class SyncLog:
         An empty file has no content to lose: its directory entry is all there is.
         """
         info = os.stat(path, follow_symlinks=False)
-        size = _content_size(path, path.name, info)
-        return size == 0 or any(
-            sync.identity == _identity(info) and sync.size == size and not sync.is_dir
+        return info.st_size == 0 or any(
+            sync.identity == _identity(info) and sync.size == info.st_size and not sync.is_dir
             for sync in self.syncs
         )
 

@@ -32,7 +32,7 @@ from singularity.storage import fsio, inbox
 from singularity.storage.activity import read_from
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.directory import peek_state
-from singularity.store.redo import REDO_FILE, log_stamp
+from singularity.store.redo import REDO_FILE
 
 MAX_DEPTH = 6
 KEYS_TTL_SECS = 1.0
@@ -119,12 +119,16 @@ class BeingSource(Protocol):
         ...
 
 
-_StateStamp = tuple[tuple[int, int, int], tuple[int, int, int] | None]
-"""`state.json`'s stamp and `state.redo`'s (`log_stamp`)."""
-
-
 def _stamp(info: os.stat_result) -> tuple[int, int, int]:
     return info.st_mtime_ns, info.st_size, info.st_ino
+
+
+def _stamp_of(path: str) -> tuple[int, int, int] | None:
+    """What changes when a file is written or replaced; None when there is no file."""
+    try:
+        return _stamp(os.stat(path))
+    except FileNotFoundError:
+        return None
 
 
 def _is_dir(path: str) -> bool:
@@ -143,7 +147,7 @@ class DirectorySource:
         if not _is_dir(self.root):
             raise StateError(f"console root is not a directory: {root}")
         self._followers: dict[str, Follower] = {}
-        self._states: dict[str, tuple[_StateStamp, AgentState]] = {}
+        self._states: dict[str, tuple[object, AgentState]] = {}
         self._keys: tuple[float, list[str]] | None = None
 
     @property
@@ -203,9 +207,8 @@ class DirectorySource:
         except FileNotFoundError:
             raise UnknownBeing(f"no such being: {key}") from None
         # The current state is state.json with state.redo replayed: a step changes the log.
+        stamp = (_stamp(info), _stamp_of(os.path.join(path, REDO_FILE)))
         cached = self._states.get(key)
-        since = cached[0][1] if cached is not None else None
-        stamp = (_stamp(info), log_stamp(os.path.join(path, REDO_FILE), since=since))
         if cached is not None and cached[0] == stamp:
             return cached[1]
         state = peek_state(path)

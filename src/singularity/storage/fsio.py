@@ -182,21 +182,6 @@ def open_append(dir_fd: int, name: str, point: str) -> int:
         return fd
 
 
-def open_write(dir_fd: int, name: str) -> int:
-    """Open an existing file for positioned writes (`write_durably_at`), not appends."""
-    return os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-
-
-def write_durably_at(fd: int, data: bytes, offset: int, point: str) -> None:
-    """Write bytes at `offset` (looping over short writes) and fdatasync them."""
-    failpoint(f"{point}.write")
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view, offset = view[written:], offset + written
-    sync(fd, f"{point}.fsync", data_only=True)
-
-
 def append_durably(fd: int, data: bytes, point: str) -> None:
     """Append bytes and fsync them before returning."""
     failpoint(f"{point}.write")

@@ -1,7 +1,6 @@
 """The directory backend: `state.json` checkpoints and the `state.redo` log of each step.
 
-A step costs one write and one fdatasync, of what it changed: its record to `state.redo`
-(into space allocated ahead, `singularity.store.redo`),
+A step costs one append and one fdatasync, of what it changed: its record to `state.redo`,
 then its lines to `activity.jsonl`, not synced, since the log holds them; nor is a session
 note riding in the step (`ride`, `singularity.store.sanctum_appends`), written to its
 sanctum file after the record. The archive lines of the messages leaving the window are
@@ -46,8 +45,7 @@ from singularity.store.sanctum_appends import SanctumAppends, check_appends
 
 log = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 16 << 20
-"""A log using more bytes than this and than twice `state.json` is checkpointed (its
-records: the space allocated ahead of them is not counted)."""
+"""A log longer than this and than twice `state.json` is checkpointed."""
 CHECKPOINT_RECORDS = 100_000
 ARCHIVE_BATCH = 64 << 10
 """Archive lines held back (the log holds them) until they are this many bytes."""
@@ -180,10 +178,8 @@ class DirectoryStore:
         checkpoint_bytes: int = CHECKPOINT_BYTES,
         checkpoint_records: int = CHECKPOINT_RECORDS,
         archive_batch: int = ARCHIVE_BATCH,
-        log_chunk: int = redo.LOG_CHUNK,
     ) -> None:
         self.statedir = statedir
-        self.log_chunk = log_chunk
         self.archive_batch = archive_batch
         self.checkpoint_bytes = checkpoint_bytes
         self.checkpoint_records = checkpoint_records
@@ -236,8 +232,7 @@ class DirectoryStore:
         if found.records or found.appends or found.stale_log or found.torn_log_bytes or repaired:
             self.checkpoint(state)
         else:
-            base = redo.checkpoint_id(found.state_bytes)
-            self._log = redo.RedoLog.start(fd, base, self.log_chunk)
+            self._log = redo.RedoLog.start(fd, redo.checkpoint_id(found.state_bytes))
             self.tracker.reset(state)
         return state
 
@@ -419,7 +414,7 @@ class DirectoryStore:
         if self._log is not None:
             self._log.close()
             self._log = None
-        self._log = redo.RedoLog.start(self.statedir.fd, base, self.log_chunk)
+        self._log = redo.RedoLog.start(self.statedir.fd, base)
         self._state_size = len(data)
         self.tracker.reset(state)
 

@@ -13,22 +13,10 @@ record of its own, written just before the step's record, in the same write:
     <the sanctum folder><the file's path beneath it><the appended bytes>\n
 
 `seq` counts every record from 1 after each checkpoint; the CRC-32 covers the bodies. The
-records of a step are written and fdatasynced in one call: that is the step's only sync.
-
-The log's space is allocated ahead: it is started with `LOG_CHUNK` zero bytes after its
-header (in the same durable replace), and each step's records are written at the log's
-logical end (`RedoLog.size`, the bytes in use), into space already allocated, zeroed and
-synced, so the step's fdatasync writes data only, not the file's new size (on ext4 that is
-a journal commit). A step whose records would pass the allocated end first extends the log
-by zero-filled chunks and fdatasyncs them (one more sync, once per `LOG_CHUNK` bytes of
-steps): a crash then leaves only more zeros after the records. The run of zero bytes
-after the last record is unused space; a log with none (as older versions wrote) reads
-the same.
-
-A record cut short at the end of the records (followed by zeros or by nothing) is a step
-that never became durable, and is ignored (and dropped by the next checkpoint); a damaged
-record followed by any non-zero byte is corruption, and so is a non-zero byte after
-zeros. An append whose step record was cut short is still replayed: a session note
+records of a step are appended and fdatasynced in one call: that is the step's only sync.
+A record cut short at the end of the file is a step that never became durable, and is
+ignored (and cut by the next checkpoint); a damaged record followed by more data is
+corruption. An append whose step record was cut short is still replayed: a session note
 written before its event is journaled is found by the rerun that journals it.
 """
 
@@ -56,8 +44,6 @@ _APPEND = re.compile(
     rb"N ([0-9]{1,19}) ([0-9]{1,19}) ([0-9]{1,19}) ([0-9]{1,19}) ([0-9]{1,19}) ([0-9a-f]{8})\n"
 )
 MAX_RECORD_HEAD = 128
-LOG_CHUNK = 1 << 20
-"""Zero bytes allocated at a time after the log's records (about 1700 steps of 600 bytes)."""
 
 
 class RedoCorrupt(ValueError):
@@ -93,9 +79,7 @@ class Scan:
     base: str
     records: list[Record]
     good_length: int
-    """Where the last whole record ends."""
     torn_bytes: int
-    """The bytes of a record cut short after it (the zero tail is not counted)."""
     appends: list[LoggedAppend]
     """The sanctum appends the log carries, in order."""
 
@@ -123,7 +107,6 @@ def header(base: str) -> bytes:
 
 def scan(data: bytes) -> Scan:
     """Parse a whole log; RedoCorrupt when its header or a record followed by more is bad."""
-    data = data.rstrip(b"\0")  # the unused space; no record ends with a zero byte
     found = _HEADER.match(data)
     if found is None:
         raise RedoCorrupt("state.redo does not start with a redo log header")
@@ -133,8 +116,6 @@ def scan(data: bytes) -> Scan:
     appends: list[LoggedAppend] = []
     seq = 0
     while offset < len(data):
-        if data[offset] == 0:
-            raise RedoCorrupt(f"state.redo has data after its unused space at byte {offset}")
         found_at = _append_at if data.startswith(b"N ", offset) else _record_at
         record = found_at(data, offset, seq + 1)
         if record is None:
@@ -214,10 +195,7 @@ def _record_at(data: bytes, offset: int, seq: int) -> tuple[Record, int] | None:
 
 
 def _torn_or_corrupt(data: bytes, after: int, offset: int) -> None:
-    """Accept a damaged last record (the crash that cut it); refuse one followed by more.
-
-    `data` is the log without its zero tail: a damaged record followed only by zeros is
-    the last one."""
+    """Accept a damaged last record (the crash that cut it); refuse one followed by more."""
     if after < len(data):
         raise RedoCorrupt(f"state.redo has a damaged record at byte {offset}")
 
@@ -231,37 +209,27 @@ class Entry:
 
 
 class RedoLog:
-    """The open log of one state directory, written to durably at its logical end."""
+    """The open log of one state directory, appended to durably."""
 
-    def __init__(
-        self, dir_fd: int, fd: int, base: str, size: int, seq: int, allocated: int, chunk: int
-    ) -> None:
+    def __init__(self, dir_fd: int, fd: int, base: str, size: int, seq: int) -> None:
         self._dir_fd = dir_fd
         self._fd = fd
         self.base = base
         self.size = size
-        """The bytes in use: where the next record goes (the file is `allocated` long)."""
         self.seq = seq
-        self.allocated = allocated
-        self.chunk = chunk
 
     @classmethod
-    def start(cls, dir_fd: int, base: str, chunk: int = LOG_CHUNK) -> RedoLog:
-        """Durably replace the log with an empty one continuing the checkpoint `base`,
-        its first `chunk` zero bytes allocated."""
+    def start(cls, dir_fd: int, base: str) -> RedoLog:
+        """Durably replace the log with an empty one continuing the checkpoint `base`."""
         data = header(base)
         try:
             fsio.replace_file(
-                dir_fd,
-                REDO_FILE,
-                data + bytes(chunk),
-                temp_prefix=REDO_TEMP_PREFIX,
-                point="redo-start",
+                dir_fd, REDO_FILE, data, temp_prefix=REDO_TEMP_PREFIX, point="redo-start"
             )
-            fd = fsio.open_write(dir_fd, REDO_FILE)
+            fd = fsio.open_append(dir_fd, REDO_FILE, "redo-start")
         except OSError as error:
             raise FatalIoError(f"cannot start {REDO_FILE}: {os_error_text(error)}") from None
-        return cls(dir_fd, fd, base, len(data), 0, len(data) + chunk, chunk)
+        return cls(dir_fd, fd, base, len(data), 0)
 
     def encode(
         self,
@@ -276,74 +244,18 @@ class RedoLog:
         return Entry(b"".join(parts), len(parts))
 
     def append(self, entry: Entry) -> None:
-        """Write the step `encode` built at the log's end and fdatasync it: the step is
-        durable when this returns. Nothing else is done between the two system calls,
-        but at a chunk boundary, where the log is extended (and synced) first."""
+        """Write the step `encode` built and fdatasync it: the step is durable when this
+        returns. Nothing else is done between the two system calls."""
         try:
-            if self.size + len(entry.data) > self.allocated:
-                self._extend(self.size + len(entry.data))
-            fsio.write_durably_at(self._fd, entry.data, self.size, "redo")
+            fsio.append_durably(self._fd, entry.data, "redo")
         except OSError as error:
             raise FatalIoError(f"cannot append to {REDO_FILE}: {os_error_text(error)}") from None
         self.seq += entry.records
         self.size += len(entry.data)
 
-    def _extend(self, end: int) -> None:
-        """Allocate zero-filled chunks up to at least `end`, synced before any record goes
-        there: the record's own sync then changes no size."""
-        chunks = -(-(end - self.allocated) // self.chunk)
-        fsio.write_durably_at(self._fd, bytes(chunks * self.chunk), self.allocated, "redo-extend")
-        self.allocated += chunks * self.chunk
-
     def close(self) -> None:
         """Close the log."""
         os.close(self._fd)
-
-
-def used_length(fd: int) -> int:
-    """How many bytes of the open log are in use: its length without the zero tail."""
-    end = os.fstat(fd).st_size
-    block = 4096
-    while end > 0:
-        start = max(0, end - block)
-        kept = len(os.pread(fd, end - start, start).rstrip(b"\0"))
-        if kept:
-            return start + kept
-        end, block = start, min(block * 2, LOG_CHUNK)
-    return 0
-
-
-def log_stamp(
-    name: str, dir_fd: int | None = None, since: tuple[int, int, int] | None = None
-) -> tuple[int, int, int] | None:
-    """What changes whenever a step is logged or the log is replaced: its mtime, bytes in
-    use and inode (its size does not, the space being allocated ahead; nor, within a
-    clock tick, its mtime). None when there is no log.
-
-    Given the stamp of the same log `since`, only the bytes past its end are read: reading
-    the zero tail beside a living being would slow its next fdatasync (measured)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if since is None or since[2] != info.st_ino:
-            return info.st_mtime_ns, used_length(fd), info.st_ino
-        return info.st_mtime_ns, _end_from(fd, since[1]), info.st_ino
-    finally:
-        os.close(fd)
-
-
-def _end_from(fd: int, start: int) -> int:
-    """Where the records of the open log end, read forward from `start` (an end it had)."""
-    offset = start
-    while True:
-        block = os.pread(fd, 1 << 16, offset)
-        kept = len(block.rstrip(b"\0"))
-        offset += kept
-        if kept < len(block) or not block:
-            return offset
 
 
 def read_log(dir_fd: int) -> bytes | None:

@@ -23,7 +23,7 @@ from singularity.storage import fsio
 from singularity.storage.activity import Event, read_from
 from singularity.storage.statedir import STATE_FILE
 from singularity.store.directory import peek_state
-from singularity.store.redo import REDO_FILE, log_stamp
+from singularity.store.redo import REDO_FILE
 
 Stamp = tuple[tuple[int, int, int] | None, ...]
 
@@ -80,12 +80,13 @@ class DirectoryFeed:
     def _stamp(self) -> Stamp:
         """What changes whenever a step is committed to the directory."""
         found: list[tuple[int, int, int] | None] = []
-        try:
-            info = os.stat(STATE_FILE, dir_fd=self.dir_fd, follow_symlinks=False)
+        for name in (STATE_FILE, REDO_FILE):
+            try:
+                info = os.stat(name, dir_fd=self.dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                found.append(None)
+                continue
             found.append((info.st_mtime_ns, info.st_size, info.st_ino))
-        except FileNotFoundError:
-            found.append(None)
-        found.append(log_stamp(REDO_FILE, self.dir_fd, self.stamp[1] if self.stamp else None))
         return tuple(found)
 
     def close(self) -> None:
