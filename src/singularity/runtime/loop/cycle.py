@@ -12,7 +12,6 @@ honoured at the next safe point.
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from singularity.domain.records import ChatMessage, ToolCall
 from singularity.errors import RetryClass, SingularityError, UpstreamError
 from singularity.gateway.encoding import EncodedMessages, WireCache
 from singularity.jsoncodec import compact
-from singularity.mind.context import select_context, tokens_of_size
+from singularity.mind.context import select_context
 from singularity.mind.framing import framing_text, stimulus_text
 from singularity.mind.prompt import system_message_parts
 from singularity.money import render_money
@@ -95,8 +94,6 @@ class Life:
     """The newest reported prompt size, shared by every copy of this life (pulses)."""
     wire: WireCache = field(default_factory=WireCache)
     """Each message's request bytes, encoded once (shared like `meter`)."""
-    first: FirstRequest | None = None
-    """What the newest solvency check built for the cycle's first call."""
 
     def report(self, status: CycleStatus, actions: list[str], final: str | None) -> CycleReport:
         """A report of the being's current numbers."""
@@ -152,100 +149,15 @@ def opening_messages(life: Life, cycle: int) -> list[ChatMessage]:
     return messages
 
 
-@dataclass(frozen=True)
-class FirstRequest:
-    """What the solvency check built for a new cycle's first call, and what it read.
-
-    The first call sends these very messages when the check's conversation, with the
-    opening appended, is the whole conversation then, the system message is the same
-    object, and what the check sent of the conversation is its newest messages, which fit
-    the context together with the opening: the first call's context selection (with the
-    opening in the window, `select_context`) then starts at the same user message: the
-    check's started at the first user message from where its newest messages fit, and
-    with the opening in the window that point can only move later, yet not past it.
-    """
-
-    conversation: tuple[ChatMessage, ...]
-    opening: tuple[ChatMessage, ...]
-    system: Mapping[str, Any]
-    messages: EncodedMessages
-    reservation: Reservation
-    planned_with: tuple[object, ...]
-    """What the reservation was planned from besides the messages (`plan_call`): the
-    balance, then the prices, the meter's count and what it measured, the tools' bytes."""
-
-
-def _planned_with(life: Life) -> tuple[object, ...]:
-    meter, tools = life.meter, life.wire.tools(life.catalogue.definitions)
-    return (life.being.state.budget.remaining, life.prices, meter.tokens, meter.sent, tools)
-
-
 def can_afford_cycle(life: Life) -> bool:
     """Whether the being is solvent and can cover the worst case of a new cycle's first call."""
-    being = life.being
-    opening = opening_messages(life, being.state.cycle + 1)
+    opening = opening_messages(life, life.being.state.cycle + 1)
     sent = request_messages(life)
     messages = EncodedMessages(
         [*sent.messages, *opening], [*sent.encoded, *map(life.wire.bytes_of, opening)]
     )
     reservation = plan_call(life, messages)
-    life.first = None
-    conversation = being.state.conversation
-    chosen = sent.messages[1:]
-    newest = conversation[len(conversation) - len(chosen) :] if chosen else []
-    spent = sum(tokens_of_size(len(text)) for text in messages.encoded[1:])
-    if (
-        not being.overlay
-        and (chosen[0]["role"] == "user" if chosen else not conversation)
-        and len(newest) == len(chosen)
-        and all(map(operator.is_, chosen, newest))
-        and spent <= life.limits.context_tokens
-    ):
-        life.first = FirstRequest(
-            tuple(conversation),
-            tuple(opening),
-            sent.messages[0],
-            messages,
-            reservation,
-            _planned_with(life),
-        )
-    return reservation.affordable(being.state.budget)
-
-
-def _opening(life: Life, cycle: int) -> list[ChatMessage]:
-    """The cycle's opening: the check's very messages when their text is the same."""
-    opening = opening_messages(life, cycle)
-    first = life.first
-    if first is not None and [m["content"] for m in opening] == [
-        m["content"] for m in first.opening
-    ]:
-        return list(first.opening)
-    return opening
-
-
-def _first_call(life: Life, opening: Sequence[ChatMessage]) -> tuple[EncodedMessages, Reservation]:
-    """The first call's request and its reservation: the check's when the check built exactly
-    this request (`FirstRequest`), else built now."""
-    first, life.first = life.first, None
-    if first is not None and tuple(opening) == first.opening:
-        being = life.being
-        conversation, old = being.state.conversation, first.conversation
-        sections = "".join(extension.prompt_section() for extension in life.extensions)
-        system = life.wire.system(system_message_parts(being.state.mind, sections))
-        if (
-            system is first.system
-            and not being.overlay
-            and len(conversation) == len(old) + len(opening)
-            and all(map(operator.is_, conversation, (*old, *opening)))
-        ):
-            planned = _planned_with(life)
-            if all(map(operator.is_, planned[1:], first.planned_with[1:])) and (
-                planned[0] == first.planned_with[0]
-            ):
-                return first.messages, first.reservation
-            return first.messages, plan_call(life, first.messages)
-    messages = request_messages(life, opening)
-    return messages, plan_call(life, messages)
+    return reservation.affordable(life.being.state.budget)
 
 
 def _concealed(life: Life, assistant: ChatMessage) -> ChatMessage:
@@ -322,20 +234,17 @@ async def live_cycle(life: Life) -> CycleReport:
         await extension.before_cycle()
     state.cycle += 1
     being.journal(events.CycleStarted(being.now(), state.cycle))
-    opening = _opening(life, state.cycle) + life.inbox(state.cycle)
+    opening = opening_messages(life, state.cycle) + life.inbox(state.cycle)
     state.conversation.extend(opening)
     # Not saved here: the opening is durable with the first reservation (one step before
     # the first model call), or with the step that ends a cycle which makes none.
     actions: list[str] = []
     tools = life.catalogue.definitions
-    for round_index in range(life.limits.max_tool_rounds):
+    for _ in range(life.limits.max_tool_rounds):
         if life.stop_requested():
             return life.report("cancelled", actions, None)
-        if round_index == 0:
-            messages, reservation = _first_call(life, opening)
-        else:
-            messages = request_messages(life, opening)
-            reservation = plan_call(life, messages)
+        messages = request_messages(life, opening)
+        reservation = plan_call(life, messages)
         if not life.may_spend(reservation.charge.total):
             return life.report("cancelled", actions, None)
         if not reservation.affordable(state.budget):
