@@ -170,6 +170,7 @@ KINDS = (
     "edit",
     "child",
     "status",
+    "identity",
     "nothing",
 )
 
@@ -206,6 +207,8 @@ def _replayed(steps: list[str]) -> Iterator[tuple[bytes, bytes, str]]:
             _spawn_or_withdraw(state, index)
         elif kind == "status":
             state.status = "running" if state.status != "running" else "stopping"
+        elif kind == "identity":  # a frozen record, never walked: replaced, equal or not
+            state.identity = state.identity.model_copy(update={"policy_sequence": index % 2})
         found = tracker.diff(state)
         encoded = tracker.encode(found)
         assert encoded == _encoded(found)  # each message encoded once, the same bytes

@@ -281,9 +281,30 @@ _CONVERSATION = IDENTITY_LISTS.index("conversation")
 
 
 def _containers(values: Sequence[Any]) -> list[int]:
-    """Where the values that may change in place are: all but those of a known leaf type."""
+    """Where the values that may change in place are: all but those of a known leaf type
+    and frozen records of leaves."""
     leaves = map(_LEAVES.__contains__, map(type, values))
-    return list(compress(range(len(values)), map(operator.not_, leaves)))
+    maybe = compress(range(len(values)), map(operator.not_, leaves))
+    return [index for index in maybe if _may_change(values[index])]
+
+
+def _may_change(value: Any) -> bool:
+    """Whether a value may change in place: not a leaf, nor a record frozen by its config
+    whose fields are all leaves (as `Identity`), whose parts need no walk."""
+    if type(value) in _LEAVES:
+        return False
+    return not (
+        _kind(value) == _MODEL
+        and value.model_config.get("frozen")
+        and not value.__pydantic_extra__
+        and _LEAVES.issuperset(map(type, value.__dict__.values()))
+    )
+
+
+@functools.cache
+def _positions(paths: tuple[str, ...]) -> dict[str, int]:
+    """Where each value path is in `paths`."""
+    return {path: index for index, path in enumerate(paths)}
 
 
 def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
@@ -293,7 +314,12 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
     dropped = len(old)
     if new:
         first = new[0]
-        found = next((index for index, item in enumerate(old) if item is first), None)
+        if old and old[0] is first:
+            found: int | None = 0  # the usual step: nothing cut
+        elif len(old) > 1 and old[1] is first:
+            found = 1  # the usual step of a full window: one item cut
+        else:
+            found = next((index for index, item in enumerate(old) if item is first), None)
         if found is None:  # an equal replacement, or a new item: found by value, or not
             found = old.index(first) if first in old else len(old)
         dropped = found
@@ -339,6 +365,9 @@ def _apply(image: list[Any], change: ListChange, new: list[Any]) -> None:
     image += new[change.kept :]
 
 
+_Seen = tuple[Changes, tuple[str, ...], tuple[Any, ...], tuple[Any, ...], list[int]]
+
+
 class Tracker:
     """The image of the state at its last commit, and what changed since.
 
@@ -363,9 +392,9 @@ class Tracker:
         """The encoding of each message of the conversation image, where it was logged."""
         self._encoded: tuple[Changes, list[bytes]] | None = None
         """The last changes `encode` wrote, with the encodings of the messages they add."""
-        self._seen: tuple[Changes, tuple[str, ...], tuple[Any, ...], tuple[Any, ...]] | None = None
-        """The last `diff`, with the objects and the lists it found: what `take` makes the
-        image when it is given that diff."""
+        self._seen: _Seen | None = None
+        """The last `diff`, with the objects and the lists it found and where the objects
+        were replaced: what `take` makes the image when it is given that diff."""
 
     @property
     def started(self) -> bool:
@@ -393,10 +422,11 @@ class Tracker:
         """What changed since the image (everything, when there is none); not yet taken."""
         paths, current, current_lists = _snapshot(state)
         values = self._values
+        replaced = list(compress(range(len(current)), map(operator.is_not, current, self._objects)))
         if values is None:
             fields = {path: _json(value) for path, value in zip(paths, current, strict=True)}
         else:
-            fields = self._changed_fields(paths, current, values)
+            fields = self._changed_fields(paths, current, values, replaced)
         lists = {}
         for path, old, new in zip(IDENTITY_LISTS, self._lists, current_lists, strict=True):
             if len(old) == len(new) and (
@@ -407,21 +437,25 @@ class Tracker:
             if change is not None:
                 lists[path] = change
         changes = Changes(fields, lists)
-        self._seen = (changes, paths, current, current_lists)
+        self._seen = (changes, paths, current, current_lists, replaced)
         return changes
 
     def _changed_fields(
-        self, paths: tuple[str, ...], current: tuple[Any, ...], values: dict[str, Any]
+        self,
+        paths: tuple[str, ...],
+        current: tuple[Any, ...],
+        values: dict[str, Any],
+        replaced: list[int],
     ) -> dict[str, Any]:
         objects, parts = self._objects, self._parts
-        candidates = list(compress(range(len(current)), map(operator.is_not, current, objects)))
+        candidates = list(replaced)
         for index in self._containers:
             if current[index] is objects[index] and not _same_objects(
                 _parts(current[index], []), parts[paths[index]]
             ):
                 candidates.append(index)  # the same record, changed in place
         fields = {}
-        replaced = False
+        refreshed = False
         for index in sorted(candidates):
             path, value = paths[index], current[index]
             encoded = _json(value)
@@ -430,8 +464,8 @@ class Tracker:
             else:  # new objects, the same JSON: the next step compares with these
                 objects[index] = value
                 parts[path] = _parts(value, [])
-                replaced = True
-        if replaced:
+                refreshed = True
+        if refreshed:
             self._containers = _containers(objects)
         return fields
 
@@ -467,11 +501,14 @@ class Tracker:
         if seen is None or seen[0] is not changes:
             self.reset(state)  # changes of another state: take it whole
             return
-        _, paths, current, lists = seen
+        _, paths, current, lists, replaced = seen
+        objects = self._objects
+        # Only a replaced value can make a container of a value or a value of a container.
+        if any(_may_change(current[i]) != _may_change(objects[i]) for i in replaced):
+            self._containers = _containers(current)
         self._objects = list(current)
-        self._containers = _containers(current)
         if changes.fields:
-            where = {path: index for index, path in enumerate(paths)}
+            where = _positions(paths)
             for path, value in changes.fields.items():
                 self._values[path] = value
                 self._parts[path] = _parts(current[where[path]], [])
