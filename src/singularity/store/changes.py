@@ -125,7 +125,8 @@ def encode_changes(changes: Changes, messages: Sequence[bytes]) -> bytes:
     added to the conversation (so that each is encoded once, see `Tracker.encode`)."""
     lists = []
     for path, change in changes.lists.items():
-        added = b",".join(messages) if path == "conversation" else compact_utf8(change.added)[1:-1]
+        # Item by item: a flat item (an action record) is then written by pydantic-core.
+        added = b",".join(messages if path == "conversation" else map(compact_utf8, change.added))
         key = _KEYS.get(path) or compact_utf8(path)
         lists.append(b"%b:[%d,%d,[%b]]" % (key, change.dropped, change.kept, added))
     return b'{"set":%b,"lists":{%b}}' % (compact_utf8(changes.fields), b",".join(lists))
@@ -480,6 +481,8 @@ class Tracker:
     def dropped_encoded(self, count: int) -> list[bytes]:
         """The compact UTF-8 JSON of the first `count` messages of the conversation as last
         committed: the very bytes their step logged, when this tracker encoded it."""
+        if not count:
+            return []  # nothing left the window
         items = self._lists[_CONVERSATION][:count]
         known = self._messages[:count]
         return [

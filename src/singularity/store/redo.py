@@ -239,6 +239,8 @@ class RedoLog:
         appends: Sequence[LoggedAppend] = (),
     ) -> Entry:
         """The next step's records (its sanctum appends first), built but not written."""
+        if not appends:  # the usual step: one record
+            return Entry(encode_record(self.seq + 1, activity_at, activity, changes), 1)
         parts = [encode_append(self.seq + 1 + index, each) for index, each in enumerate(appends)]
         parts.append(encode_record(self.seq + 1 + len(appends), activity_at, activity, changes))
         return Entry(b"".join(parts), len(parts))
