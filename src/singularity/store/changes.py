@@ -279,6 +279,7 @@ def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 _CONVERSATION = IDENTITY_LISTS.index("conversation")
+_LIST_AT = {path: index for index, path in enumerate(IDENTITY_LISTS)}
 
 
 def _containers(values: Sequence[Any]) -> list[int]:
@@ -507,8 +508,10 @@ class Tracker:
         _, paths, current, lists, replaced = seen
         objects = self._objects
         # Only a replaced value can make a container of a value or a value of a container.
-        if any(_may_change(current[i]) != _may_change(objects[i]) for i in replaced):
-            self._containers = _containers(current)
+        for index in replaced:
+            if _may_change(current[index]) != _may_change(objects[index]):
+                self._containers = _containers(current)
+                break
         self._objects = list(current)
         if changes.fields:
             where = _positions(paths)
@@ -516,10 +519,9 @@ class Tracker:
                 self._values[path] = value
                 self._parts[path] = _parts(current[where[path]], [])
         # A list left out of `changes` equals its image (`==`): the image stays.
-        for index, path in enumerate(IDENTITY_LISTS):
-            change = changes.lists.get(path)
-            if change is not None:
-                _apply(self._lists[index], change, lists[index])
+        for path, change in changes.lists.items():
+            index = _LIST_AT[path]
+            _apply(self._lists[index], change, lists[index])
         conversation = changes.lists.get("conversation")
         if conversation is not None:
             messages = self._messages
