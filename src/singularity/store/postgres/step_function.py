@@ -43,94 +43,9 @@ HOLD_LEASE
         END IF;
     END IF;
 MESSAGES
-    l := p_step->'actions';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.actions WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.actions WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.actions (agent_id, seq, cycle, tool, status, at, extra)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, (r->>0)::bigint, r->>1, r->>2, r->>3,
-            (r->>4)::json
-        FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
+ACTIONS
 RARE_LISTS
-    l := p_step->'rules';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.rules WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.rules WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.rules (agent_id, seq, text)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'learnings';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.learnings WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.learnings WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.learnings (agent_id, seq, text)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'memories';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.memories WHERE agent_id = p_agent
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.memories WHERE agent_id = p_agent
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.memories
-            (agent_id, seq, id, kind, text, created_at, sources, extra)
-        SELECT p_agent, (l->>'start')::bigint + i - 1, r->>0, r->>1, r->>2, r->>3,
-            (r->>4)::json, (r->>5)::json
-        FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'chat_ids';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'chat'
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'chat'
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.resources (agent_id, kind, seq, resource_id)
-        SELECT p_agent, 'chat', (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
-    l := p_step->'message_ids';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_from' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'message'
-                AND seq < (l->>'keep_from')::bigint;
-        END IF;
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.resources WHERE agent_id = p_agent AND kind = 'message'
-                AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        INSERT INTO singularity.resources (agent_id, kind, seq, resource_id)
-        SELECT p_agent, 'message', (l->>'start')::bigint + i - 1, r
-        FROM jsonb_array_elements_text(l->'rows') WITH ORDINALITY AS x (r, i);
-    END IF;
+LISTS
 END_RARE_LISTS
 EVENTS
 END $$;
@@ -143,7 +58,67 @@ COMMENT ON FUNCTION singularity.step IS
     '"events", numbered from "first_event"';
 """
 """`singularity.step`, with `CREATE_FUNCTION`, `HOLD_LEASE`, `MESSAGES`, `BEING_SET` (more
-columns the update sets), `EVENTS` and the lines `RARE_LISTS` and `END_RARE_LISTS` to fill in."""
+columns the update sets), `EVENTS` and the lines `RARE_LISTS` and `END_RARE_LISTS` to fill in;
+`ACTIONS` and `LISTS` are the same in every version (`_list`)."""
+
+_LIST = """    l := p_step->'{key}';
+    IF l IS NOT NULL THEN
+        IF l ? 'keep_from' THEN
+            DELETE FROM singularity.{table} WHERE agent_id = p_agent{scope}
+                AND seq < (l->>'keep_from')::bigint;
+        END IF;
+        IF l ? 'keep_below' THEN
+            DELETE FROM singularity.{table} WHERE agent_id = p_agent{scope}
+                AND seq >= (l->>'keep_below')::bigint;
+        END IF;
+        INSERT INTO singularity.{table}{columns}
+        SELECT p_agent, {values}
+        FROM {rows}(l->'rows') WITH ORDINALITY AS x (r, i);
+    END IF;"""
+"""How a step writes one list: the rows it no longer keeps deleted, its new rows inserted."""
+
+
+def _list(
+    key: str, table: str, columns: str, values: str, *, texts: bool = False, scope: str = ""
+) -> str:
+    """The `_LIST` block of one list; `texts`: its rows are JSON strings, not arrays."""
+    rows = "jsonb_array_elements_text" if texts else "jsonb_array_elements"
+    return _LIST.format(
+        key=key, table=table, scope=scope, columns=columns, values=values, rows=rows
+    )
+
+
+_SEQ = "(l->>'start')::bigint + i - 1"
+_ACTIONS = _list(
+    "actions",
+    "actions",
+    " (agent_id, seq, cycle, tool, status, at, extra)",
+    f"{_SEQ}, (r->>0)::bigint, r->>1, r->>2, r->>3,\n            (r->>4)::json",
+)
+_SELDOM_CHANGED = "\n".join(
+    (
+        _list("rules", "rules", " (agent_id, seq, text)", f"{_SEQ}, r", texts=True),
+        _list("learnings", "learnings", " (agent_id, seq, text)", f"{_SEQ}, r", texts=True),
+        _list(
+            "memories",
+            "memories",
+            "\n            (agent_id, seq, id, kind, text, created_at, sources, extra)",
+            f"{_SEQ}, r->>0, r->>1, r->>2, r->>3,\n            (r->>4)::json, (r->>5)::json",
+        ),
+        *(
+            _list(
+                f"{kind}_ids",
+                "resources",
+                " (agent_id, kind, seq, resource_id)",
+                f"'{kind}', {_SEQ}, r",
+                texts=True,
+                scope=f" AND kind = '{kind}'",
+            )
+            for kind in ("chat", "message")
+        ),
+    )
+)
+
 _EVENTS = """    IF p_step ? 'events' THEN
         INSERT INTO singularity.activity (agent_id, seq, type, at, cycle, operation_id, line)
         SELECT p_agent, (p_step->>'first_event')::bigint + i - 1, r->>0, r->>1,
@@ -184,6 +159,8 @@ def _filled(
         .replace("MESSAGES", messages)
         .replace("BEING_SET", being_set)
         .replace("EVENTS", events)
+        .replace("ACTIONS\n", _ACTIONS + "\n")
+        .replace("\nLISTS\n", "\n" + _SELDOM_CHANGED + "\n")
         .replace("END_RARE_LISTS\n", rare[1])
         .replace("RARE_LISTS\n", rare[0])
     )
