@@ -288,10 +288,10 @@ def tool_message_violation(messages: Any) -> tuple[str, str] | None:
 def parsed(body: bytes) -> Any:
     """The JSON document of a request body, None when it is not JSON.
 
-    Parsed by pydantic-core (native code, as a real model server parses: `json.loads`
-    took ~2.3 ms on a full being's 370 KB body, pydantic-core ~0.7 ms); what it refuses
-    and the json module reads (a lone surrogate escape, a BOM, UTF-16) is read by the
-    json module, so the documents recorded are the same as before.
+    Parsed by pydantic-core (native code, as a real model server parses; about half the
+    json module's time on a full being's bodies, bench/README.md); what it refuses and the
+    json module reads (a lone surrogate escape, a BOM, UTF-16) is read by the json module,
+    so the documents recorded are the same as before.
     """
     if not body:
         return None
