@@ -13,29 +13,24 @@ from pathlib import Path
 from singularity.store.postgres.census import census
 from singularity.store.postgres.reader import peek_being
 from singularity.store.postgres.store import connect
-from tests.support.stores import AT, a_being, new_place, open_store, store_url
+from tests.support.stores import AT, a_being, a_started_being, new_place, open_store, store_url
 
 BEING_ROW = "SELECT xmin::text, updated_at FROM singularity.beings WHERE agent_id = %s"
 
 
 def test_a_journaled_steps_updated_at_writes_no_row_of_the_being(tmp_path: Path) -> None:
-    agent = new_place("postgresql", tmp_path)
-    store = open_store("postgresql", agent)
-    state = a_being(agent)
-    try:
-        store.load()
-        store.commit(state, [{"type": "started", "at": AT}])
-        with connect(store_url()) as db:
-            before = db.execute(BEING_ROW, (agent,)).fetchone()
-            for index in range(4):
-                state.updated_at = f"2026-01-01T00:00:0{index + 1}Z"
-                state.conversation.append({"role": "tool", "content": f"r{index}"})
-                store.commit(state, [{"type": "tool_finished", "at": state.updated_at}])
-                (seen,) = [r for r in census(db) if r.agent_id == agent]
-                assert seen.stamp.endswith(f":{state.updated_at}:{index + 2}")
-            assert db.execute(BEING_ROW, (agent,)).fetchone() == before
-    finally:
-        store.close()
+    with (
+        a_started_being("postgresql", tmp_path) as (agent, store, state),
+        connect(store_url()) as db,
+    ):
+        before = db.execute(BEING_ROW, (agent,)).fetchone()
+        for index in range(4):
+            state.updated_at = f"2026-01-01T00:00:0{index + 1}Z"
+            state.conversation.append({"role": "tool", "content": f"r{index}"})
+            store.commit(state, [{"type": "tool_finished", "at": state.updated_at}])
+            (seen,) = [r for r in census(db) if r.agent_id == agent]
+            assert seen.stamp.endswith(f":{state.updated_at}:{index + 2}")
+        assert db.execute(BEING_ROW, (agent,)).fetchone() == before
     reads_back(agent, state.to_json())
 
 

@@ -16,7 +16,15 @@ import pytest
 from singularity.domain.state import AgentState
 from singularity.store.base import LeaseLost
 from singularity.store.postgres.step_function import UNFENCED_LISTS
-from tests.support.stores import AT, a_being, archive_overflow, new_place, open_store, store_url
+from tests.support.stores import (
+    AT,
+    a_being,
+    a_started_being,
+    archive_overflow,
+    new_place,
+    open_store,
+    store_url,
+)
 
 BEING_ROW = "SELECT xmin::text FROM singularity.beings WHERE agent_id = %s"
 
@@ -38,12 +46,7 @@ def reads_back(agent: str, state: AgentState) -> None:
 
 
 def test_a_full_windows_step_in_postgres_writes_no_row_of_the_being(tmp_path: Path) -> None:
-    agent = new_place("postgresql", tmp_path)
-    store = open_store("postgresql", agent)
-    state = a_being(agent)
-    try:
-        store.load()
-        store.commit(state, [{"type": "started", "at": AT}])
+    with a_started_being("postgresql", tmp_path) as (agent, store, state):
         for index in range(8):  # each message committed before it leaves, as the being does
             a_message(state, index, keep=5)
             store.commit(state, [])
@@ -53,8 +56,6 @@ def test_a_full_windows_step_in_postgres_writes_no_row_of_the_being(tmp_path: Pa
                 a_message(state, index, keep=5)
                 store.commit(state, [{"type": "tool_finished", "at": AT}])
             assert db.execute(BEING_ROW, (agent,)).fetchone() == before
-    finally:
-        store.close()
     assert state.mind.conversation_archived == 7
     reads_back(agent, state)
 
@@ -86,12 +87,7 @@ def test_a_window_moved_or_cut_without_a_new_message_reads_back(tmp_path: Path) 
 
 
 def test_removing_a_being_in_postgres_removes_its_rows_and_ends_its_lease(tmp_path: Path) -> None:
-    agent = new_place("postgresql", tmp_path)
-    store = open_store("postgresql", agent)
-    state = a_being(agent)
-    try:
-        store.load()
-        store.commit(state, [{"type": "started", "at": AT}])
+    with a_started_being("postgresql", tmp_path) as (agent, store, state):
         for index in range(4):
             a_message(state, index, keep=2)
             state.mind.rules.append(f"rule {index}")
@@ -108,8 +104,6 @@ def test_removing_a_being_in_postgres_removes_its_rows_and_ends_its_lease(tmp_pa
         a_message(state, 4, keep=2)
         with pytest.raises(LeaseLost):
             store.commit(state, [{"type": "tool_finished", "at": AT}])
-    finally:
-        store.close()
     with psycopg.connect(store_url(), autocommit=True) as db:
         left = db.execute(
             "SELECT count(*) FROM singularity.messages WHERE agent_id = %s", (agent,)

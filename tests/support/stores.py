@@ -5,13 +5,15 @@ directory for `directory` and an agent id in the session's PostgreSQL server (st
 `tests/support/postgres.py`) for `postgresql`. `a_being()` is a fresh being's state, and
 `live_a_step` changes a state the way one tool call of the loop does; `agent_rows` is
 the footprint of an agent id in PostgreSQL (its rows in every table naming one);
-`once_free` opens a store as soon as the hold of a runtime that stopped renewing it ends.
+`once_free` opens a store as soon as the hold of a runtime that stopped renewing it ends;
+`a_started_being` is a new being whose first step is committed, its store open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import TypeVar
@@ -93,6 +95,21 @@ def a_being(agent_id: str = "local") -> AgentState:
     """A fresh being's state."""
     settings = resolve({"state_dir": "/nonexistent", "agent_id": agent_id}, environ={})
     return AgentState.new(identity_from(settings), "scripted-model", Decimal("10"), AT)
+
+
+@contextlib.contextmanager
+def a_started_being(backend: str, tmp_path: Path) -> Iterator[tuple[str, StateStore, AgentState]]:
+    """A new being's place, its open store and its state, its `started` step committed; the
+    store is closed after."""
+    place = new_place(backend, tmp_path)
+    store = open_store(backend, place)
+    state = a_being(place)
+    try:
+        store.load()
+        store.commit(state, [{"type": "started", "at": AT}])
+        yield place, store, state
+    finally:
+        store.close()
 
 
 def live_a_step(state: AgentState, index: int, *, memory_bytes: int = 64) -> list[Event]:
