@@ -3,8 +3,8 @@ full passes.
 
 CPython's cyclic collector walks every tracked object on a full (generation 2) pass. A
 full being (1000 memories, a 400-message window, the catalogue, the imported libraries)
-holds ~60,000 of them, and one such pass took 20–180 ms on this project's bench machine
-under load: a pause that lands inside whichever model round happens to trigger it.
+holds ~60,000 of them, and one such pass takes tens to hundreds of milliseconds
+(bench/README.md): a pause that lands inside whichever model round happens to trigger it.
 What boot loads lives as long as the being, so after boot it is frozen
 (`gc.freeze`): later passes walk only what was made since. Frozen objects are still
 freed by reference counting; only a cycle among them waits for `release`, which the
