@@ -58,7 +58,7 @@ NESTED = ("mind", "created_resources")
 Getter = Callable[[Any], Any]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen, which costs a call a field to build: never changed
 class ListChange:
     """A list after a step: `dropped` items cut from the front, then the next `kept` items
     of the old list, then `added` (JSON values)."""
@@ -84,7 +84,7 @@ class ListChange:
         return cls(value[0], value[1], value[2])
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # never changed once built
 class Changes:
     """Everything a step changed: fields set to new JSON values, lists changed."""
 
@@ -221,19 +221,19 @@ def _snapshot(state: AgentState) -> tuple[tuple[str, ...], tuple[Any, ...], tupl
     """
     top = state.__dict__
     nested = _NESTED(top)
-    fields, values, lists = _plan(type(state), tuple(map(type, nested)))
-    records = (top, *map(_DICT_OF, nested))
-    return fields, values(records), lists(records)
+    return _plan(type(state), *map(type, nested))(top, *map(_DICT_OF, nested))
 
 
 _NESTED = operator.itemgetter(*NESTED)
 _DICT_OF = operator.attrgetter("__dict__")
+_Snapshot = Callable[..., tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]]
 
 
 @functools.cache
-def _plan(
-    top: type[BaseModel], nested: tuple[type[BaseModel], ...]
-) -> tuple[tuple[str, ...], _Fetch, _Fetch]:
+def _plan(top: type[BaseModel], *nested: type[BaseModel]) -> _Snapshot:
+    """What `_snapshot` does for a state of these types: the value paths, and the values
+    at them and at `IDENTITY_LISTS`, each from the `__dict__`s of the state and of its
+    records (`NESTED`), taken with one `itemgetter` a record."""
     inner = dict(zip(NESTED, nested, strict=True))
     paths: list[str] = []
     for name in top.model_fields:
@@ -245,31 +245,27 @@ def _plan(
             ]
         elif name not in IDENTITY_LISTS:
             paths.append(name)
-    return tuple(paths), _Fetch(paths), _Fetch(IDENTITY_LISTS)
+    wanted = (*paths, *IDENTITY_LISTS)
+    grouped: list[str] = []
+    getters = []
+    for owner in ("", *NESTED):
+        names = [path.rpartition(".")[2] for path in wanted if path.rpartition(".")[0] == owner]
+        getters.append(_items(names) if names else lambda record: ())
+        grouped += [f"{owner}.{name}" if owner else name for name in names]
+    if sorted(grouped) != sorted(wanted):
+        raise ValueError(f"paths beyond the state's records: {wanted}")
+    fields = tuple(paths)
+    values = _items([grouped.index(path) for path in paths])
+    lists = _items([grouped.index(path) for path in IDENTITY_LISTS])
+    first, second, third = getters  # the state, and its two records
 
+    def snapshot(
+        top: dict[str, Any], mind: dict[str, Any], resources: dict[str, Any]
+    ) -> tuple[tuple[str, ...], tuple[Any, ...], tuple[Any, ...]]:
+        found = first(top) + second(mind) + third(resources)
+        return fields, values(found), lists(found)
 
-class _Fetch:
-    """The values at paths (`name` or `record.name`, a record being one of `NESTED`), in
-    order, from the `__dict__`s of the state and of its records."""
-
-    def __init__(self, paths: Sequence[str]) -> None:
-        owners = ("", *NESTED)
-        self._getters: list[tuple[int, Callable[[dict[str, Any]], tuple[Any, ...]]]] = []
-        grouped: list[str] = []
-        for index, owner in enumerate(owners):
-            names = [path.rpartition(".")[2] for path in paths if path.rpartition(".")[0] == owner]
-            if names:
-                self._getters.append((index, _items(names)))
-                grouped += [f"{owner}.{name}" if owner else name for name in names]
-        if sorted(grouped) != sorted(paths):
-            raise ValueError(f"paths beyond the state's records: {paths}")
-        self._order = _items([grouped.index(path) for path in paths])
-
-    def __call__(self, records: Sequence[dict[str, Any]]) -> tuple[Any, ...]:
-        values: tuple[Any, ...] = ()
-        for index, get in self._getters:
-            values += get(records[index])
-        return self._order(values)
+    return snapshot
 
 
 def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
@@ -303,25 +299,44 @@ def _may_change(value: Any) -> bool:
     )
 
 
-@functools.cache
+_POSITIONS: dict[int, tuple[tuple[str, ...], dict[str, int]]] = {}
+
+
 def _positions(paths: tuple[str, ...]) -> dict[str, int]:
-    """Where each value path is in `paths`."""
-    return {path: index for index, path in enumerate(paths)}
+    """Where each value path is in `paths` (one of `_plan`'s, kept while it lives), found
+    by the identity of the tuple: hashing its paths would cost more than the lookup."""
+    known = _POSITIONS.get(id(paths))
+    if known is None or known[0] is not paths:
+        known = _POSITIONS[id(paths)] = (paths, {path: index for index, path in enumerate(paths)})
+    return known[1]
 
 
 def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
     """How `new` is `old` with items cut at the front, a tail kept, and items added."""
     if _same_ends(old, new) and old == new:
         return None
+    return _changed_list(old, new)
+
+
+def _changed_list(old: list[Any], new: list[Any]) -> ListChange:
+    """`_list_change` of lists known not to be equal (`_same_ends` and `==`), or equal
+    only by value."""
+    if new and old:
+        # The usual step: nothing or one item cut, the whole tail kept, items appended.
+        first = new[0]
+        dropped = 0 if old[0] is first else 1 if len(old) > 1 and old[1] is first else -1
+        kept = len(old) - dropped
+        if (
+            dropped >= 0
+            and kept <= len(new)
+            and new[kept - 1] is old[-1]
+            and _holds(old, dropped, new, kept)
+        ):
+            return ListChange(dropped, kept, [_json(item) for item in new[kept:]])
     dropped = len(old)
     if new:
         first = new[0]
-        if old and old[0] is first:
-            found: int | None = 0  # the usual step: nothing cut
-        elif len(old) > 1 and old[1] is first:
-            found = 1  # the usual step of a full window: one item cut
-        else:
-            found = next((index for index, item in enumerate(old) if item is first), None)
+        found = next((index for index, item in enumerate(old) if item is first), None)
         if found is None:  # an equal replacement, or a new item: found by value, or not
             found = old.index(first) if first in old else len(old)
         dropped = found
@@ -329,7 +344,7 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
     if not limit or (
         new[limit - 1] is old[dropped + limit - 1] and _holds(old, dropped, new, limit)
     ):
-        kept = limit  # the usual step: a whole tail kept, items appended
+        kept = limit  # a whole tail kept, items appended
     else:
         kept = 0
         while kept < limit and (
@@ -347,6 +362,22 @@ def _holds(old: list[Any], start: int, new: list[Any], count: int) -> bool:
     without touching them. So `old` is made to line up with `new` for one `==`, by moving
     only the items outside the run, then put back.
     """
+    if start + count == len(old):  # the usual step: a whole tail kept
+        if not start:  # nothing cut
+            old += new[count:]
+            try:
+                return old == new
+            finally:
+                del old[count:]
+        if start == 1:  # one item cut, as a full window does
+            head = old[0]
+            del old[0]
+            old += new[count:]
+            try:
+                return old == new
+            finally:
+                del old[count:]
+                old.insert(0, head)
     head, tail, extra = old[:start], old[start + count :], new[count:]
     del old[start + count :]
     del old[:start]
@@ -430,14 +461,12 @@ class Tracker:
         else:
             fields = self._changed_fields(paths, current, values, replaced)
         lists = {}
-        for path, old, new in zip(IDENTITY_LISTS, self._lists, current_lists, strict=True):
+        for path, old, new in zip(IDENTITY_LISTS, self._lists, current_lists, strict=False):
             if len(old) == len(new) and (
                 not old or (old[0] is new[0] and old[-1] is new[-1] and old == new)
             ):
                 continue  # the usual list: not touched
-            change = _list_change(old, new)
-            if change is not None:
-                lists[path] = change
+            lists[path] = _changed_list(old, new)
         changes = Changes(fields, lists)
         self._seen = (changes, paths, current, current_lists, replaced)
         return changes
@@ -509,7 +538,10 @@ class Tracker:
         objects = self._objects
         # Only a replaced value can make a container of a value or a value of a container.
         for index in replaced:
-            if _may_change(current[index]) != _may_change(objects[index]):
+            now, before = current[index], objects[index]
+            if (type(now) not in _LEAVES or type(before) not in _LEAVES) and _may_change(
+                now
+            ) != _may_change(before):
                 self._containers = _containers(current)
                 break
         self._objects = list(current)
@@ -517,7 +549,9 @@ class Tracker:
             where = _positions(paths)
             for path, value in changes.fields.items():
                 self._values[path] = value
-                self._parts[path] = _parts(current[where[path]], [])
+                now = current[where[path]]
+                if type(now) not in _LEAVES:  # the parts of a leaf are never asked
+                    self._parts[path] = _parts(now, [])
         # A list left out of `changes` equals its image (`==`): the image stays.
         for path, change in changes.lists.items():
             index = _LIST_AT[path]

@@ -51,6 +51,7 @@ ARCHIVE_BATCH = 64 << 10
 """Archive lines held back (the log holds them) until they are this many bytes."""
 _POINTS = {ACTIVITY_FILE: "activity", ARCHIVE_FILE: "archive"}
 """The failpoint names of the files a step writes after its record."""
+_WRITE_POINTS = {name: f"{point}.write" for name, point in _POINTS.items()}
 
 
 @dataclass
@@ -194,7 +195,8 @@ class DirectoryStore:
         to the archive; a batch of them, or the checkpoint, writes them."""
         self._archive_held_size = 0
         self._activity_size = 0
-        self._state_size = 0
+        self._checkpoint_size = checkpoint_bytes
+        """A log longer than this is checkpointed: `checkpoint_bytes`, or twice `state.json`."""
         self.appends = SanctumAppends(statedir.path)
         self.broken = False
 
@@ -227,7 +229,7 @@ class DirectoryStore:
         state = found.state
         if state is None:
             return None
-        self._state_size = len(found.state_bytes or b"")
+        self._checkpoint_size = max(self.checkpoint_bytes, 2 * len(found.state_bytes or b""))
         self.appends.logged = list(found.appends)  # written back by the checkpoint
         if found.records or found.appends or found.stale_log or found.torn_log_bytes or repaired:
             self.checkpoint(state)
@@ -343,7 +345,7 @@ class DirectoryStore:
             raise StateError("messages left the conversation window without being archived")
         # The leaving messages as their step logged them, encoded once.
         moved = self.tracker.dropped_encoded(leaving)
-        riding = self.appends.take()
+        riding = self.appends.take() if self.appends.riding else []
         entry = self._log.encode(self._activity_size, lines, self.tracker.encode(changes), riding)
         if moved:
             first = state.mind.conversation_archived - leaving
@@ -355,12 +357,12 @@ class DirectoryStore:
         # A failed sync breaks the store, so the image may be taken before it.
         self.tracker.take(state, changes)
         self._log.append(entry)
-        self.appends.write(riding)
-        self._write(self._activity_fd, lines, ACTIVITY_FILE)
-        self._activity_size += len(lines)
-        if self._log.seq >= self.checkpoint_records or self._log.size > max(
-            self.checkpoint_bytes, 2 * self._state_size
-        ):
+        if riding:
+            self.appends.write(riding)
+        if lines:
+            self._write(self._activity_fd, lines, ACTIVITY_FILE)
+            self._activity_size += len(lines)
+        if self._log.seq >= self.checkpoint_records or self._log.size > self._checkpoint_size:
             self.checkpoint(state)
 
     def _write_archive(self) -> None:
@@ -379,7 +381,7 @@ class DirectoryStore:
         if not data:
             return
         try:
-            fsio.failpoint(f"{_POINTS[name]}.write")
+            fsio.failpoint(_WRITE_POINTS[name])
             fsio.write_all(fd, data)
         except OSError as error:
             raise FatalIoError(f"cannot append to {name}: {os_error_text(error)}") from None
@@ -415,7 +417,7 @@ class DirectoryStore:
             self._log.close()
             self._log = None
         self._log = redo.RedoLog.start(self.statedir.fd, base)
-        self._state_size = len(data)
+        self._checkpoint_size = max(self.checkpoint_bytes, 2 * len(data))
         self.tracker.reset(state)
 
     # Reading.
