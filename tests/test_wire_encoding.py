@@ -9,7 +9,13 @@ from typing import Any
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from singularity.gateway.encoding import SWEEP_SLACK, EncodedMessages, WireCache
+from singularity.gateway.encoding import (
+    SWEEP_SLACK,
+    EncodedMessages,
+    Pieces,
+    WireCache,
+    pieces_of,
+)
 from singularity.gateway.wire import completion_body
 from singularity.jsoncodec import compact, compact_utf8, string_utf8
 from singularity.mind.context import estimate_tokens, message_size, select_context
@@ -132,15 +138,14 @@ def test_forgotten_messages_are_encoded_again_once_they_outnumber_the_kept() -> 
     assert again == gone_bytes[0] and again is not gone_bytes[0]
 
 
-def test_a_replaced_system_message_is_forgotten_at_once() -> None:
+def test_a_system_message_is_the_round_befores_while_its_parts_are_the_same() -> None:
     cache = WireCache()
     old = cache.system(["the prompt", " and twenty memories"])
-    old_bytes = cache.bytes_of(old)
     assert cache.system(["the prompt", " and twenty memories"]) is old
     new = cache.system(["the prompt", " and a new memory"])
-    assert new is not old and cache.bytes_of(new) == compact_utf8(new)
-    again = cache.bytes_of(old)
-    assert again == old_bytes and again is not old_bytes
+    assert new is not old and cache.bytes_of(new) == compact_utf8(dict(new))
+    assert cache.bytes_of(old) == compact_utf8(dict(old))  # it carries its own encoding
+    assert not cache._entries  # so the cache keeps no entry for it
 
 
 def test_the_tools_array_follows_the_definitions() -> None:
@@ -220,4 +225,33 @@ def test_each_system_messages_kept_bytes_are_its_fresh_encoding(
     for parts in rounds:
         system = cache.system(parts)
         assert system == {"role": "system", "content": "".join(parts)}
-        assert cache.bytes_of(system) == compact_utf8(system)
+        assert cache.bytes_of(system) == compact_utf8(dict(system))
+
+
+@given(st.lists(system_parts, min_size=1, max_size=3), messages)
+@example([["P", "\ud83d", "\ude00", 'é\x00\x1f\x7f\u2028"\\\n'], ["P", "\ude00"]], [])
+def test_a_body_with_a_system_message_of_pieces_is_the_whole_documents_bytes(
+    rounds: list[list[str]], conversation: list[dict[str, Any]]
+) -> None:
+    """The system message's encoding is its parts' bytes, unjoined (`Pieces`), its text
+    unjoined until read; the body assembled from them is the straightforward encoding of
+    the whole document, the system message a plain dict in it."""
+    cache = WireCache()
+    assert isinstance(cache.encoding_of(cache.system(["a", "b"])), Pieces)
+    for parts in rounds:
+        system = cache.system(parts)
+        whole = {"role": "system", "content": "".join(parts)}
+        sent = cache.encode([system, *conversation])
+        assert len(sent.encoded[0]) == len(compact_utf8(whole)) == cache.size_of(system)
+        assert sent.encoded[0] == compact_utf8(whole) == sent.encoded[0]
+        expected = whole_document("m", [whole, *conversation], 7, 0.5, TOOLS, None)
+        assert completion_body("m", sent, 7, 0.5, TOOLS, None, cache=cache) == expected
+        assert completion_body("m", [system, *conversation], 7, 0.5, TOOLS, None) == expected
+
+
+def test_pieces_are_equal_to_the_bytes_they_join_to() -> None:
+    pieces = Pieces([b'{"a":', b'"b"}'])
+    assert pieces == b'{"a":"b"}' == pieces and pieces == Pieces([b'{"a":"b"}'])
+    assert pieces != b'{"a":"c"}' and pieces != '{"a":"b"}' and len(pieces) == 9
+    assert bytes(pieces) == b'{"a":"b"}' and pieces_of(pieces) == (b'{"a":', b'"b"}')
+    assert pieces_of(b"x") == (b"x",)

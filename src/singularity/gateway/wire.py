@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from singularity.domain.events import Usage
 from singularity.errors import BramaError, JsonFailure, RetryClass
-from singularity.gateway.encoding import EncodedMessages, WireCache
+from singularity.gateway.encoding import EncodedMessages, WireCache, pieces_of
 from singularity.jsoncodec import compact_utf8, loads_strict
 from singularity.secrets import Scrubber
 from singularity.text import safe_json
@@ -52,14 +52,16 @@ def completion_body(
     the tools array (kept in `cache`): the same bytes as encoding the whole document.
     """
     encoded = EncodedMessages.of(messages).encoded
-    # The messages and their commas go in the one join: the body is copied once.
-    separated = [b","] * (2 * len(encoded) - 1) if encoded else []
-    separated[::2] = encoded
+    # The messages' pieces and their commas go in the one join: the body is copied once.
+    separated: list[bytes] = []
+    for encoding in encoded:
+        separated += pieces_of(encoding)
+        separated.append(b",")
     parts = [
         b'{"model":',
         compact_utf8(model),
         b',"messages":[',
-        *separated,
+        *separated[:-1],
         b'],"max_tokens":',
         compact_utf8(max_tokens),
         b',"temperature":',

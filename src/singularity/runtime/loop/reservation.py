@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from singularity.domain import events
 from singularity.domain.budget import Budget
+from singularity.gateway.encoding import Encoding
 from singularity.runtime import ledger
 
 MIN_DEADLINE_SECS = 1.0
@@ -34,11 +35,11 @@ class PromptMeter:
     """The newest round the gateway reported prompt tokens for: the count and what it sent."""
 
     tokens: int | None = None
-    sent: dict[int, list[bytes]] = field(default_factory=dict)
+    sent: dict[int, list[Encoding]] = field(default_factory=dict)
     """The messages that round sent, by their length: a message is looked up among those of
     its length, never hashed (a new system message is ~300 KiB on a full being, every round)."""
 
-    def measured(self, texts: Sequence[bytes], prompt_tokens: int) -> None:
+    def measured(self, texts: Sequence[Encoding], prompt_tokens: int) -> None:
         """Remember a round's reported prompt tokens (a report of zero tells nothing)."""
         if prompt_tokens > 0:
             self.tokens = prompt_tokens
@@ -46,7 +47,7 @@ class PromptMeter:
             for text in texts:
                 self.sent.setdefault(len(text), []).append(text)
 
-    def was_sent(self, text: bytes) -> bool:
+    def was_sent(self, text: Encoding) -> bool:
         """Whether the measured round sent these very bytes."""
         return any(known is text or known == text for known in self.sent.get(len(text), ()))
 
@@ -58,7 +59,7 @@ class Reservation:
     charge: ledger.Charge
     deadline_secs: float
     shortest_secs: float
-    texts: tuple[bytes, ...]
+    texts: tuple[Encoding, ...]
     """The compact UTF-8 JSON of each message the call sends."""
 
     def affordable(self, budget: Budget) -> bool:
@@ -66,7 +67,7 @@ class Reservation:
         return self.deadline_secs >= self.shortest_secs and ledger.can_cover(budget, self.charge)
 
 
-def prompt_estimate(meter: PromptMeter, texts: Sequence[bytes], fixed_bytes: int) -> int:
+def prompt_estimate(meter: PromptMeter, texts: Sequence[Encoding], fixed_bytes: int) -> int:
     """The most prompt tokens a request of these encoded messages (and `fixed_bytes` more)
     can be."""
     every_byte = sum(len(text) + 1 for text in texts) + 1 + fixed_bytes
@@ -80,7 +81,7 @@ def plan(
     prices: ledger.Prices,
     budget: Budget,
     meter: PromptMeter,
-    messages: Sequence[bytes],
+    messages: Sequence[Encoding],
     *,
     fixed_bytes: int,
     max_tokens: int,
