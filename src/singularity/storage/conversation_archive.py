@@ -64,10 +64,16 @@ def encode_lines(first_seq: int, messages: Sequence[Any]) -> bytes:
 
 def encoded_lines(first_seq: int, messages: Sequence[bytes]) -> bytes:
     """`encode_lines` of messages given as their compact UTF-8 JSON."""
-    return b"".join(
-        b'{"seq":%d,"message":%b}\n' % (first_seq + offset, message)
-        for offset, message in enumerate(messages)
-    )
+    return b"".join(line_parts(first_seq, messages))
+
+
+def line_parts(first_seq: int, messages: Sequence[bytes]) -> list[bytes]:
+    """The pieces that joined make `encoded_lines`: each message as it is given, between
+    its line's head and end, so that holding lines to write later copies no message."""
+    parts: list[bytes] = []
+    for offset, message in enumerate(messages):
+        parts += (b'{"seq":%d,"message":' % (first_seq + offset), message, b"}\n")
+    return parts
 
 
 def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:

@@ -513,6 +513,11 @@ class Tracker:
         committed: the very bytes their step logged, when this tracker encoded it."""
         if not count:
             return []  # nothing left the window
+        if count == 1:  # the usual step of a full window
+            message = self._messages[0]
+            if message is None:
+                message = compact_utf8(_json(self._lists[_CONVERSATION][0]))
+            return [message]
         items = self._lists[_CONVERSATION][:count]
         known = self._messages[:count]
         return [

@@ -191,8 +191,9 @@ class DirectoryStore:
         self._activity_fd: int | None = None
         self._archive_fd: int | None = None
         self._archive_held: list[bytes] = []
-        """Archive lines of logged steps not yet written: a step makes no write of its own
-        to the archive; a batch of them, or the checkpoint, writes them."""
+        """Archive lines of logged steps not yet written, in the pieces that joined make
+        them (`line_parts`): a step makes no write of its own to the archive; a batch of
+        them, or the checkpoint, writes them."""
         self._archive_held_size = 0
         self._activity_size = 0
         self._checkpoint_size = checkpoint_bytes
@@ -349,9 +350,9 @@ class DirectoryStore:
         entry = self._log.encode(self._activity_size, lines, self.tracker.encode(changes), riding)
         if moved:
             first = state.mind.conversation_archived - leaving
-            archive_lines = conversation_archive.encoded_lines(first, moved)
-            self._archive_held.append(archive_lines)
-            self._archive_held_size += len(archive_lines)
+            parts = conversation_archive.line_parts(first, moved)
+            self._archive_held += parts
+            self._archive_held_size += sum(map(len, parts))
             if self._archive_held_size >= self.archive_batch:
                 self._write_archive()
         # A failed sync breaks the store, so the image may be taken before it.
