@@ -70,6 +70,8 @@ def encoded_lines(first_seq: int, messages: Sequence[bytes]) -> bytes:
 def line_parts(first_seq: int, messages: Sequence[bytes]) -> list[bytes]:
     """The pieces that joined make `encoded_lines`: each message as it is given, between
     its line's head and end, so that holding lines to write later copies no message."""
+    if len(messages) == 1:  # the usual step of a full window
+        return [b'{"seq":%d,"message":' % first_seq, messages[0], b"}\n"]
     parts: list[bytes] = []
     for offset, message in enumerate(messages):
         parts += (b'{"seq":%d,"message":' % (first_seq + offset), message, b"}\n")

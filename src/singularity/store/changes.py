@@ -35,7 +35,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import compress
+from itertools import compress, islice
 from typing import Any
 
 from pydantic import BaseModel
@@ -198,6 +198,19 @@ def _parts(value: Any, into: list[Any]) -> list[Any]:
 def _same_objects(first: Sequence[Any], second: Sequence[Any]) -> bool:
     """Whether two sequences hold the very same objects (compared in C, not item by item)."""
     return len(first) == len(second) and all(map(operator.is_, first, second))
+
+
+def _same_parts(value: Any, parts: list[Any]) -> bool:
+    """Whether `_parts(value, [])` holds the very objects of `parts`, found without
+    building it for the usual containers: a record of leaves, an empty list."""
+    kind = _KINDS.get(type(value))
+    if kind == _MODEL and not value.__pydantic_extra__:
+        items = value.__dict__.values()
+        if len(parts) == len(items) + 1 and _LEAVES.issuperset(map(type, items)):
+            return parts[0] is value and all(map(operator.is_, items, islice(parts, 1, None)))
+    elif kind == _LIST and not value:
+        return len(parts) == 2 and parts[0] is value and parts[1] == 0
+    return _same_objects(_parts(value, []), parts)
 
 
 def _same_ends(first: list[Any], second: list[Any]) -> bool:
@@ -481,8 +494,8 @@ class Tracker:
         objects, parts = self._objects, self._parts
         candidates = list(replaced)
         for index in self._containers:
-            if current[index] is objects[index] and not _same_objects(
-                _parts(current[index], []), parts[paths[index]]
+            if current[index] is objects[index] and not _same_parts(
+                current[index], parts[paths[index]]
             ):
                 candidates.append(index)  # the same record, changed in place
         fields = {}
