@@ -175,3 +175,14 @@ def test_the_parts_join_to_the_text_and_a_kept_memorys_line_is_kept() -> None:
     kept_after = system_message_parts(after)[4::2]  # 29 down to 11, after the new one
     assert kept_before[0] == "note: memory number 29" and kept_before[:-1] == kept_after
     assert all(a is b for a, b in zip(kept_before, kept_after, strict=False))
+
+
+def test_equal_memories_of_two_minds_give_each_mind_its_own_lines() -> None:
+    """A line is found by its text's identity: two minds whose texts are equal but not the
+    same objects get equal parts, each made from its own texts."""
+    first = _mind("P", memories=[_memory(i) for i in range(3)])
+    second = _mind("P", memories=[_memory(i) for i in range(3)])
+    assert first.memories[0].text is not second.memories[0].text
+    ours, theirs = system_message_parts(first), system_message_parts(second)
+    assert ours == theirs and ours[2] is not theirs[2]
+    assert system_message_parts(first)[2] is ours[2]

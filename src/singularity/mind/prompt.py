@@ -36,7 +36,7 @@ def system_message_parts(mind: Mind, steadier: str = "") -> tuple[str, ...]:
     head = _head(mind.system_prompt, tuple(mind.rules), tuple(mind.learnings), steadier)
     kinds = tuple(memory.kind for memory in newest)
     texts = tuple(memory.text for memory in newest)
-    return (head, *_memories(kinds, texts)) if texts else (head,)
+    return (head, *_memories(kinds, tuple(map(id, texts)), texts)) if texts else (head,)
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,17 +56,23 @@ def _head(prompt: str, rules: tuple[str, ...], learnings: tuple[str, ...], stead
 
 
 @functools.lru_cache(maxsize=2)
-def _memories(kinds: tuple[str, ...], texts: tuple[str, ...]) -> tuple[str, ...]:
+def _memories(
+    kinds: tuple[str, ...], identities: tuple[int, ...], texts: tuple[str, ...]
+) -> tuple[str, ...]:
     """The memories section's parts, shared by the texts with and without the steadier
-    sections."""
+    sections (found by the texts' identities, as `_line`)."""
     parts = [MEMORIES_HEADER]
     for index, (kind, text) in enumerate(zip(kinds, texts, strict=True)):
         if index:
             parts.append(ITEM_SEPARATOR)
-        parts.append(_line(kind, text))
+        parts.append(_line(kind, id(text), text))
     return tuple(parts)
 
 
 @functools.lru_cache(maxsize=4 * PROMPT_MEMORIES)
-def _line(kind: str, text: str) -> str:
+def _line(kind: str, identity: int, text: str) -> str:
+    """A memory's line. The text's identity is in the key (the key holds the text, so it
+    cannot be reused meanwhile): a lookup finds the line of this very text, and an equal
+    text of another mind in the process (a child's copy, a bench's beings) is never
+    compared by value, 16 KiB at a time."""
     return f"{kind}: {text}"
