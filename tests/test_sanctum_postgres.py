@@ -118,14 +118,31 @@ def test_every_write_is_a_new_version_under_the_lease(
     assert [version for _, version, _, _ in persona] == [1, 2, 3]
     assert persona[-1][2] == b"# Persona\n\nthird\n"
     assert sanctum.read_text(PERSONA) == "# Persona\n\nthird\n"
-    # An append is a new version holding the whole file, written with the being's next step.
+    # An append is a new version holding the bytes it adds, written with the being's next
+    # step; the file read back is its last whole version and the appends after it.
     sanctum.append(PERSONA, b"and more\n")
     assert sanctum.read_text(PERSONA) == "# Persona\n\nthird\nand more\n"
     assert len([row for row in versions(store.agent_id) if row[0] == "PERSONA.md"]) == 3
     store.commit(a_being(store.agent_id), [])
+    sanctum.append(PERSONA, b"and the end\n")
+    store.commit(a_being(store.agent_id), [])
     persona = [row for row in versions(store.agent_id) if row[0] == "PERSONA.md"]
-    assert [version for _, version, _, _ in persona] == [1, 2, 3, 4]
-    assert persona[-1][2] == b"# Persona\n\nthird\nand more\n"
+    assert [version for _, version, _, _ in persona] == [1, 2, 3, 4, 5]
+    assert [content for _, _, content, _ in persona[-2:]] == [b"and more\n", b"and the end\n"]
+    whole = "# Persona\n\nthird\nand more\nand the end\n"
+    assert sanctum.read_text(PERSONA) == whole
+    assert (
+        dict((entry.path, entry.content) for entry in peek_sanctum(store_url(), store.agent_id))[
+            "PERSONA.md"
+        ]
+        == whole.encode()
+    )
+    reopened = PostgresSanctum.peek(store_url(), store.agent_id)
+    try:
+        assert reopened.read_text(PERSONA) == whole
+        assert reopened.stamp(PERSONA) == sanctum.stamp(PERSONA) == ("file", 5)
+    finally:
+        reopened.close()
     with pytest.raises(SanctumRefusal) as not_there:
         sanctum.append(("memory", "nothing.md"), b"x")
     assert not_there.value.code == NOT_FOUND

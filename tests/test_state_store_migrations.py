@@ -19,8 +19,11 @@ import psycopg
 import pytest
 
 from singularity.errors import StateError
+from singularity.sanctum.entries import SanctumEntry
 from singularity.store.postgres import migrations
 from singularity.store.postgres.migrations import MIGRATIONS, applied, migrate
+from singularity.store.postgres.sanctum import latest
+from singularity.store.postgres.sanctum_rows import held_sanctum
 from singularity.store.postgres.store import PostgresStore
 from tests.support.stores import AT, a_being, store_url
 
@@ -41,6 +44,11 @@ def database() -> Iterator[str]:
 
 def connected(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
+
+
+def latest_of(url: str, agent: str) -> list[SanctumEntry]:
+    with connected(url) as db:
+        return latest(db, agent) or []
 
 
 def tables(db: psycopg.Connection[Any]) -> set[str]:
@@ -168,3 +176,54 @@ def test_a_being_written_before_0009_reads_back_and_lives_on_after_it(
             store.commit(state, [{"type": "warned", "at": AT}] if journaled else [])
         finally:
             store.close()
+
+
+def test_a_sanctum_written_before_0010_reads_back_and_lives_on_after_it(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its appends were whole versions (as every version then was): they read as whole files.
+    before = NAMES.index("0010_sanctum_appends")
+    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
+    store = PostgresStore.open(database, "old")
+    try:
+        store.create(a_being("old"), [{"type": "started", "at": AT}], [])
+        store.db.execute(  # what a runtime before 0010 wrote: a file, then an append to it
+            "INSERT INTO singularity.sanctum_files (agent_id, path, version, content, epoch) "
+            "VALUES ('old', 'notes/', 1, '', 1), ('old', 'notes/day.md', 1, 'one\n', 1), "
+            "('old', 'notes/day.md', 2, 'one\ntwo\n', 1)"
+        )
+    finally:
+        store.close()
+    monkeypatch.undo()
+    expected = b"one\ntwo\n"
+    for appended in (b"three\n", b"four\n", None):
+        store = PostgresStore.open(database, "old")
+        try:
+            assert store.load() is not None
+            sanctum = held_sanctum(store, "/nonexistent")
+            try:
+                assert sanctum.read_bytes(("notes", "day.md")) == expected
+                if appended is None:
+                    break
+                sanctum.append(("notes", "day.md"), appended)
+                store.commit(a_being("old"), [{"type": "warned", "at": AT}])
+                expected += appended
+            finally:
+                sanctum.close()
+        finally:
+            store.close()
+    with connected(database) as db:
+        rows = db.execute(
+            "SELECT version, content, appended FROM singularity.sanctum_files "
+            "WHERE agent_id = 'old' AND path = 'notes/day.md' ORDER BY version"
+        ).fetchall()
+        assert [(v, bytes(c), a) for v, c, a in rows] == [
+            (1, b"one\n", False),
+            (2, b"one\ntwo\n", False),
+            (3, b"three\n", True),
+            (4, b"four\n", True),
+        ]
+    assert {entry.path: entry.content for entry in latest_of(database, "old")} == {
+        "notes/": None,
+        "notes/day.md": expected,
+    }

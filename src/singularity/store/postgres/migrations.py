@@ -73,6 +73,14 @@ UPDATED_IN_EVENTS = (
 )
 """Migration `0009_updated_in_events` (`step_function.STEP_FUNCTION_UPDATED_IN_EVENTS`)."""
 
+SANCTUM_APPENDS = """
+    ALTER TABLE singularity.sanctum_files ADD COLUMN appended boolean NOT NULL DEFAULT false;
+    COMMENT ON COLUMN singularity.sanctum_files.appended IS
+        'true: content holds only the bytes appended to the path''s previous version (the '
+        'file is the contents of its versions since its newest one not appended, in order)';
+    """
+"""Migration `0010_sanctum_appends` (`sanctum.LATEST_VERSIONS` reads it)."""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
         "0001_beings",
@@ -252,6 +260,14 @@ MIGRATIONS: tuple[tuple[str, str], ...] = (
         # tool call's server time). The events a step inserts anyway carry it now.
         "0009_updated_in_events",
         UPDATED_IN_EVENTS,
+    ),
+    (
+        # An append wrote the whole file again as its new version: the runtime's day file
+        # of session notes, up to 64 KiB, sent, logged and stored once for every cycle it
+        # notes (the table grew with the square of the file). An append's version now
+        # holds the appended bytes only.
+        "0010_sanctum_appends",
+        SANCTUM_APPENDS,
     ),
 )
 LEASE_LOST = "SG001"

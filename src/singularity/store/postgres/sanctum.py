@@ -1,8 +1,10 @@
 """A being's sanctum in PostgreSQL: versioned rows, every write a new version.
 
 `singularity.sanctum_files` holds one row per version of an entry: a file's bytes, a
-folder (its path ends in `/`, its content is empty) or a removal (content NULL). The
-sanctum as it stands is the latest version of every path that was not removed.
+folder (its path ends in `/`, its content is empty), a removal (content NULL) or, since
+`0010_sanctum_appends`, the bytes an append added to the file (`appended`). The sanctum
+as it stands is the latest version of every path that was not removed: a file's bytes
+are those of its newest version not appended, followed by the appends since, in order.
 """
 
 from __future__ import annotations
@@ -18,11 +20,24 @@ from singularity.sanctum.entries import SanctumEntry
 from singularity.state_place import shown_url
 from singularity.store.postgres.store import Batch, connect
 
-LATEST = """
-SELECT path, content FROM (
-    SELECT DISTINCT ON (path) path, content FROM singularity.sanctum_files
-    WHERE agent_id = %s ORDER BY path, version DESC
-) AS latest WHERE content IS NOT NULL ORDER BY path
+LATEST_VERSIONS = """
+SELECT path, max(version) AS version,
+    string_agg(content, ''::bytea ORDER BY version) AS content,
+    (array_agg(written_at ORDER BY version DESC))[1] AS written_at
+FROM (
+    SELECT path, version, content, written_at,
+        max(version) FILTER (WHERE NOT appended) OVER (PARTITION BY path) AS whole
+    FROM singularity.sanctum_files WHERE agent_id = %s
+) AS versions
+WHERE version >= whole
+GROUP BY path ORDER BY path
+"""
+"""Per path of the being `%s`, its latest version's number, its content (NULL for a
+removal) and when it was written: the content of its newest version that is not an
+append, followed by the appends since."""
+LATEST = f"""
+SELECT path, content FROM ({LATEST_VERSIONS}) AS latest
+WHERE content IS NOT NULL ORDER BY path
 """
 ADD = """
 INSERT INTO singularity.sanctum_files (agent_id, path, version, content)

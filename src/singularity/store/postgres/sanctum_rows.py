@@ -1,11 +1,12 @@
 """The sanctum of a being in PostgreSQL, as a `Sanctum` backend: versioned rows, fenced.
 
 Every write adds a new version of the entries it changes to `singularity.sanctum_files`
-(a file's bytes, a folder, or a removal) in one transaction that first holds the being's
-lease (`singularity.hold_lease`): a runtime whose lease another runtime took over cannot
-write, and its write is refused (`sanctum_io`). Each version records the lease epoch that
-wrote it. Reads give the latest version of every path, from an index loaded at open and
-kept by this runtime's own writes: while it holds the lease, nobody else writes.
+(a file's bytes, a folder, a removal, or the bytes an append added) in one transaction
+that first holds the being's lease (`singularity.hold_lease`): a runtime whose lease
+another runtime took over cannot write, and its write is refused (`sanctum_io`). Each
+version records the lease epoch that wrote it. Reads give the latest version of every
+path, from an index loaded at open and kept by this runtime's own writes: while it holds
+the lease, nobody else writes.
 
 Folders follow the folder backend's rules: a file's missing folders are made with it (as
 rows of their own), removing a file leaves its folder, and a path through a file is
@@ -45,6 +46,7 @@ from singularity.state_place import shown_url
 from singularity.store.postgres.census import holds_being
 from singularity.store.postgres.lease import Lease
 from singularity.store.postgres.migrations import LEASE_LOST
+from singularity.store.postgres.sanctum import LATEST_VERSIONS
 from singularity.store.postgres.store import (
     HOLD,
     Batch,
@@ -64,13 +66,9 @@ FENCED = (
     "to its sanctum"
 )
 READ_ONLY = "the sanctum was opened to read (writing needs the being's lease)"
-LATEST = """
-SELECT DISTINCT ON (path) path, version, content, written_at
-FROM singularity.sanctum_files WHERE agent_id = %s ORDER BY path, version DESC
-"""
 ADD = (
     "INSERT INTO singularity.sanctum_files (agent_id, path, version, content, written_at, "
-    "epoch) VALUES {values}"
+    "epoch, appended) VALUES {values}"
 )
 
 
@@ -85,11 +83,14 @@ class Version:
 
 @dataclass(frozen=True)
 class Change:
-    """One new version: a folder (content b""), a file's bytes, or a file's removal (None)."""
+    """One new version: a folder (content b""), a file's bytes, or a file's removal (None).
+    With `appended`, the file's bytes are its content so far followed by `appended`, and
+    the version's row holds `appended` alone."""
 
     parts: Parts
     kind: Literal["file", "dir"]
     content: bytes | None
+    appended: bytes | None = None
 
     @property
     def path(self) -> str:
@@ -161,7 +162,7 @@ class PostgresSanctum(TextReads):
 
     def _load(self) -> None:
         try:
-            found = self.db.execute(LATEST, (self.agent_id,)).fetchall()
+            found = self.db.execute(LATEST_VERSIONS, (self.agent_id,)).fetchall()
         except psycopg.Error as error:
             raise StateError(f"cannot read the sanctum of {self.label}: {error}") from None
         for path, number, content, written_at in found:
@@ -378,8 +379,8 @@ class PostgresSanctum(TextReads):
             if create and self._kind_with_folders(path) is None:
                 changes = [*self._missing_folders(path[:-1]), Change(path, "file", bytes(data))]
             else:
-                content = self._file(path).content
-                changes = [Change(path, "file", content + bytes(data))]
+                content, appended = self._file(path).content, bytes(data)
+                changes = [Change(path, "file", content + appended, appended)]
             if self.steps is None:
                 self._write(changes)
                 return
@@ -451,16 +452,17 @@ class PostgresSanctum(TextReads):
             raise SanctumRefusal(IO, FENCED)
         written_at = datetime.now(UTC)
         numbers = [self._versions.get(change.path, 0) + 1 for change in changes]
-        values = ", ".join(["(%s, %s, %s, %s::bytea, %s, %s)"] * len(changes))
+        values = ", ".join(["(%s, %s, %s, %s::bytea, %s, %s, %s)"] * len(changes))
         parameters: list[Any] = []
         for change, number in zip(changes, numbers, strict=True):
             parameters += [
                 self.agent_id,
                 change.path,
                 number,
-                change.content,
+                change.content if change.appended is None else change.appended,
                 written_at,
                 self.lease.epoch,
+                change.appended is not None,
             ]
         return Added(self.lease, numbers, ADD.format(values=values), parameters, written_at)
 
