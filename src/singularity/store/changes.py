@@ -502,7 +502,7 @@ class Tracker:
         refreshed = False
         for index in sorted(candidates):
             path, value = paths[index], current[index]
-            encoded = _json(value)
+            encoded = value if type(value) in _LEAVES else _json(value)  # a leaf is its JSON
             if encoded != values[path]:
                 fields[path] = encoded
             else:  # new objects, the same JSON: the next step compares with these
