@@ -158,7 +158,9 @@ def _kind(value: Any) -> int:
 
 
 def _json(value: Any) -> Any:
-    kind = _kind(value)
+    kind = _KINDS.get(type(value))
+    if kind is None:
+        kind = _kind(value)
     if kind == _MODEL:  # `model_dump(mode="json")` without its keyword arguments
         return value.__pydantic_serializer__.to_python(value, mode="json")
     if kind == _LIST:
@@ -345,7 +347,7 @@ def _changed_list(old: list[Any], new: list[Any]) -> ListChange:
             and new[kept - 1] is old[-1]
             and _holds(old, dropped, new, kept)
         ):
-            return ListChange(dropped, kept, [_json(item) for item in new[kept:]])
+            return ListChange(dropped, kept, list(map(_json, new[kept:])))
     dropped = len(old)
     if new:
         first = new[0]
@@ -517,7 +519,7 @@ class Tracker:
         """The compact UTF-8 JSON of `changes` (from the last `diff`), as `to_json` gives
         it; the encodings of the messages it adds are kept for `dropped_encoded`."""
         conversation = changes.lists.get("conversation")
-        messages = [compact_utf8(item) for item in conversation.added] if conversation else []
+        messages = list(map(compact_utf8, conversation.added)) if conversation else []
         self._encoded = (changes, messages)
         return encode_changes(changes, messages)
 
