@@ -1,0 +1,65 @@
+"""The tracker's list comparison against its rule, written plainly with slices.
+
+`_list_change` finds a step's usual change (nothing or one item cut, the whole tail
+kept, items appended) by a shorter way than any other; whatever way it takes, its answer
+is the rule's: none for a list with the same ends and the same or equal items between
+(`==` in C, by identity first); else `dropped` is where the new list's first item is in the old one (by
+identity, else by value, else past the end), `kept` the longest run after it whose items
+are the same or equal, and the old list is left exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from singularity.store.changes import ListChange, _list_change
+
+
+def _same(first: Any, second: Any) -> bool:
+    return first is second or first == second
+
+
+def _rule(old: list[Any], new: list[Any]) -> ListChange | None:
+    if (
+        len(old) == len(new)
+        and (not old or (old[0] is new[0] and old[-1] is new[-1]))
+        and all(map(_same, old, new))
+    ):
+        return None  # unchanged: the same ends, the items between the same or equal
+    if not new:
+        dropped = len(old)
+    else:
+        found = [i for i, item in enumerate(old) if item is new[0]]
+        equal = [i for i, item in enumerate(old) if item == new[0]]
+        dropped = (found or equal or [len(old)])[0]
+    kept = 0
+    limit = min(len(old) - dropped, len(new))
+    while kept < limit and _same(new[kept], old[dropped + kept]):
+        kept += 1
+    return ListChange(dropped, kept, new[kept:])
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """An old list of messages and the list a step made of it."""
+    old = [{"n": n} for n in range(draw(st.integers(0, 8)))]
+    new = old[draw(st.sampled_from([0, 0, 1, 1, 2, len(old)])) :]
+    if new and draw(st.booleans()):
+        where = draw(st.integers(0, len(new) - 1))
+        new[where] = dict(new[where]) if draw(st.booleans()) else {"n": -1}
+    if draw(st.booleans()):
+        new = [dict(item) for item in new]  # equal copies
+    new += [{"added": n} for n in range(draw(st.integers(0, 3)))]
+    return old, new
+
+
+@settings(max_examples=400)
+@given(steps())
+def test_every_list_change_is_the_rules(step: tuple[list[Any], list[Any]]) -> None:
+    old, new = step
+    before = list(old)
+    assert _list_change(old, new) == _rule(before, new)
+    assert len(old) == len(before) and all(a is b for a, b in zip(old, before, strict=True))
