@@ -180,11 +180,11 @@ class WireCache:
 
     def encoding_of(self, message: Message) -> Encoding:
         """The message's compact UTF-8 JSON (a lone surrogate written as U+FFFD)."""
-        if isinstance(message, SystemMessage):
-            return message.encoding
         entry = self._entries.get(id(message))
         if entry is not None and _serves(entry, message):
             return entry[2]
+        if isinstance(message, SystemMessage):  # after the lookup: an ABC's check is slower
+            return message.encoding
         encoded = compact_utf8(message)
         self._entries[id(message)] = (message, tuple(message.values()), encoded)
         return encoded
