@@ -12,8 +12,8 @@ and full alternating, their order reversed on every other run. For the timed cyc
 gives the wall time and the CPU seconds of this process (median and mean over the runs),
 the CPU of the PostgreSQL server's processes when this bench started the server (Linux:
 `/proc/<pid>/schedstat` of the postmaster and its children), and per phase (the save,
-the store's step and its parts) the CPU and wall time per cycle, summed over the calls
-the cycle made. Prints a table and writes `bench/results/rounds-phases-<time>.json`.
+the store's step and its parts, the sanctum's section of the prompt when it is composed
+anew) the CPU and wall time per cycle, summed over the calls the cycle made. Prints a table and writes `bench/results/rounds-phases-<time>.json`.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from bench.rounds import KINDS, WARM_UP_ROUNDS, script
 from bench.scripted_process import ServerProcess
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.loop.lifecycle import Runtime
+from singularity.sanctum.extension import SanctumCore
 from singularity.state_place import StorePlace
 from singularity.store.changes import Tracker
 from singularity.store.directory import DirectoryStore
@@ -52,6 +53,7 @@ PHASES: tuple[tuple[type, str, str], ...] = (
     (Call, "send", "  step sent"),
     (Call, "wait", "  step awaited"),
     (Batch, "run", "  step with riders"),
+    (SanctumCore, "_compose", "sanctum section composed"),
 )
 """The methods timed: (class, method, label)."""
 
