@@ -305,6 +305,7 @@ class Runtime:
                 await rest(wait)
                 continue
             schedule.lived(await self.live_step(schedule))
+            heap.resettle()  # between steps, never inside a model round
             if not schedule.over:
                 after = schedule.rest(self)
                 if after > 0:
