@@ -78,6 +78,25 @@ def line_parts(first_seq: int, messages: Sequence[bytes]) -> list[bytes]:
     return parts
 
 
+LINE_EXTRA = len(b'{"seq":,"message":}\n')
+"""The bytes a line adds to its message, besides the digits of its number."""
+
+
+def line_span(seq: int) -> tuple[int, int, int]:
+    """The numbers whose lines add as many bytes as `seq`'s to their message, `low <= n <
+    high`, and how many: `(low, high, extra)`."""
+    digits = len(b"%d" % seq)
+    return (10 ** (digits - 1) if digits > 1 else 0), 10**digits, LINE_EXTRA + digits
+
+
+def lines_size(first_seq: int, messages: Sequence[bytes]) -> int:
+    """`len(encoded_lines(first_seq, messages))`, without building them."""
+    return sum(
+        len(message) + LINE_EXTRA + len(b"%d" % (first_seq + offset))
+        for offset, message in enumerate(messages)
+    )
+
+
 def append(dir_fd: int, first_seq: int, messages: Sequence[dict[str, Any]]) -> None:
     """Append messages numbered from `first_seq` and fsync them."""
     data = encode_lines(first_seq, messages)

@@ -191,10 +191,15 @@ class DirectoryStore:
         self._activity_fd: int | None = None
         self._archive_fd: int | None = None
         self._archive_held: list[bytes] = []
-        """Archive lines of logged steps not yet written, in the pieces that joined make
-        them (`line_parts`): a step makes no write of its own to the archive; a batch of
-        them, or the checkpoint, writes them."""
+        """The messages of the archive lines of logged steps not yet written, as their steps
+        logged them, numbered from `_archive_first`: a step makes no write of its own to the
+        archive; a batch of them, or the checkpoint, writes their lines."""
+        self._archive_first = 0
         self._archive_held_size = 0
+        """The bytes of the held messages' lines."""
+        self._archive_span = (0, 0, 0)
+        """`conversation_archive.line_span` of the last message held: a line numbered
+        within it adds that many bytes to its message, found without building it."""
         self._activity_size = 0
         self._checkpoint_size = checkpoint_bytes
         """A log longer than this is checkpointed: `checkpoint_bytes`, or twice `state.json`."""
@@ -349,10 +354,7 @@ class DirectoryStore:
         riding = self.appends.take() if self.appends.riding else []
         entry = self._log.encode(self._activity_size, lines, self.tracker.encode(changes), riding)
         if moved:
-            first = state.mind.conversation_archived - leaving
-            parts = conversation_archive.line_parts(first, moved)
-            self._archive_held += parts
-            self._archive_held_size += sum(map(len, parts))
+            self._hold_archive(state.mind.conversation_archived - leaving, moved)
             if self._archive_held_size >= self.archive_batch:
                 self._write_archive()
         # A failed sync breaks the store, so the image may be taken before it.
@@ -366,6 +368,23 @@ class DirectoryStore:
         if self._log.seq >= self.checkpoint_records or self._log.size > self._checkpoint_size:
             self.checkpoint(state)
 
+    def _hold_archive(self, first: int, moved: list[bytes]) -> None:
+        """Hold the lines of `moved`, numbered from `first`, to write with the batch; only
+        their size is counted now, and their lines are built when the batch is written."""
+        held = self._archive_held
+        if not held:
+            self._archive_first = first
+        elif first != self._archive_first + len(held):  # never: archived messages follow
+            self._write_archive()
+            self._archive_first = first
+        held += moved
+        low, high, extra = self._archive_span
+        if len(moved) == 1 and low <= first < high:  # the usual step of a full window
+            self._archive_held_size += len(moved[0]) + extra
+            return
+        self._archive_held_size += conversation_archive.lines_size(first, moved)
+        self._archive_span = conversation_archive.line_span(first + len(moved) - 1)
+
     def _write_archive(self) -> None:
         """Write the held archive lines, before any later record: lines beyond the state's
         count are what a crash leaves, and a boot cuts them (`conversation_archive.repair`)."""
@@ -373,7 +392,8 @@ class DirectoryStore:
             return
         if self._archive_fd is None:
             self._archive_fd = self._open_append(ARCHIVE_FILE, "archive")
-        self._write(self._archive_fd, b"".join(self._archive_held), ARCHIVE_FILE)
+        lines = conversation_archive.encoded_lines(self._archive_first, self._archive_held)
+        self._write(self._archive_fd, lines, ARCHIVE_FILE)
         self._archive_held.clear()
         self._archive_held_size = 0
 
@@ -425,7 +445,8 @@ class DirectoryStore:
 
     def archived(self, start: int = 0, stop: int | None = None) -> list[ChatMessage]:
         messages = conversation_archive.read_archive(self.statedir.fd)
-        messages += conversation_archive.parse_lines(b"".join(self._archive_held))
+        held = conversation_archive.encoded_lines(self._archive_first, self._archive_held)
+        messages += conversation_archive.parse_lines(held)
         return messages[start:stop]  # type: ignore[return-value]
 
     def close(self) -> None:
