@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from singularity.mind.prompt import MEMORIES_HEADER
 from singularity.runtime.being import LiveBeing
 from singularity.runtime.loop.extension import Extension
 from singularity.runtime.loop.lifecycle import Runtime
 from singularity.runtime.loop.sanctum import sanctum_extension
-from singularity.sanctum.extension import SanctumCore
+from singularity.sanctum.extension import SECTION_HEADER, SanctumCore
 from singularity.testing.scripted_server import ScriptedServer, Turn
 from tests.support.loop_http import run, settings
 
@@ -34,7 +35,7 @@ def count_compositions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     built: list[int] = []
     compose = SanctumCore._compose
 
-    def counting(core: SanctumCore, room: int) -> str:
+    def counting(core: SanctumCore, room: int) -> tuple[str, bool]:
         built.append(core.host.state.cycle)
         return compose(core, room)
 
@@ -42,8 +43,10 @@ def count_compositions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return built
 
 
-def live(tmp_path: Path, server: ScriptedServer, cycles: int, edit_on: int) -> None:
-    chosen = settings(tmp_path, server)
+def live(
+    tmp_path: Path, server: ScriptedServer, cycles: int, edit_on: int, **flags: object
+) -> None:
+    chosen = settings(tmp_path, server, **flags)
     root = Path(chosen.state_dir) / "sanctum"
 
     def parts(being: LiveBeing) -> list[Extension]:
@@ -97,3 +100,31 @@ def test_an_identity_edit_after_the_check_reaches_the_first_request(
     assert "===== PERSONA.md =====\n" + EDITED_PERSONA.rstrip() + "\n\n===== CREED.md" in second
     # Cycle 2's check composed the section, the edit after it made the request compose again.
     assert built == [0, 1, 2]
+
+
+def test_a_growing_minds_rounds_reuse_the_section_while_the_wake_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built = count_compositions(monkeypatch)
+    rooms: list[int] = []
+    room = SanctumCore.room
+
+    def measured(core: SanctumCore) -> int:
+        rooms.append(room(core))
+        return rooms[-1]
+
+    monkeypatch.setattr(SanctumCore, "room", measured)
+    remember = [
+        Turn.tool_call("singularity_memory_remember", {"kind": "fact", "text": f"fact {n} " * 40})
+        for n in (1, 2, 3)
+    ]
+    with ScriptedServer([*remember, Turn.text("cycle 1 done")]) as server:
+        live(tmp_path, server, cycles=1, edit_on=0, context_tokens="30000")
+        systems = [system_of(server, index) for index in range(4)]
+    # The sanctum (and the other parts' steady sections) stand before the memories.
+    sections = [system.split(SECTION_HEADER)[1].split(MEMORIES_HEADER)[0] for system in systems]
+    # Each remembered fact took room from the sanctum, but the whole wake fit every time:
+    # the check's composition served all four rounds, byte for byte.
+    assert len(set(rooms)) == 4 and rooms == sorted(rooms, reverse=True)
+    assert built == [0]
+    assert len(set(sections)) == 1

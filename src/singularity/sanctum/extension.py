@@ -7,7 +7,9 @@ missing; after every cycle, and at stop, it writes a session note for each cycle
 ended without one. The `Sanctum:` prompt section is cached and rebuilt whenever the
 sanctum changes: after a sanctum tool changed a file, at every cycle boundary (before the
 solvency check, which builds the cycle's first request), and when an identity file,
-PULSE.md, pending.md or the tending stamp changed on disk.
+PULSE.md, pending.md or the tending stamp changed on disk. It is fitted to the room the
+mind leaves it, so a room that changes composes it again, unless the room cut nothing in it
+and it still fits (a growing mind's rounds): then the fit would give the same text.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from singularity.mind.prompt import system_message_parts
 from singularity.money import render_money
 from singularity.sanctum import tools
 from singularity.sanctum.definitions import SANCTUM_TOOLS
-from singularity.sanctum.fitting import fit, json_size
+from singularity.sanctum.fitting import fit, fits_whole, json_size
 from singularity.sanctum.layout import Seed, initialize
 from singularity.sanctum.names import (
     IDENTITY_FILES,
@@ -116,6 +118,24 @@ class CycleInfo(Protocol):
 
 
 @dataclass(frozen=True)
+class Composed:
+    """The section as composed, and the rooms it stands for (under the same signature)."""
+
+    signature: object
+    room: int
+    text: str
+    whole_from: int | None
+    """The section's size when nothing in it was cut to the room: the text is the same in
+    every room at least this large (`fits_whole`); None when it was cut: in `room` only."""
+
+    def serves(self, signature: object, room: int) -> bool:
+        """Whether composing for `signature` in `room` would give this very text."""
+        if signature != self.signature:
+            return False
+        return room == self.room or (self.whole_from is not None and room >= self.whole_from)
+
+
+@dataclass(frozen=True)
 class PulseLimits:
     """The caps of one pulse."""
 
@@ -191,7 +211,7 @@ class SanctumCore:
         self._map = MapCache()
         self._notes_part: dict[str, int] = {}
         """The part of each day's runtime notes being filled."""
-        self._cached: tuple[object, str] | None = None
+        self._cached: Composed | None = None
         self._mind_sizes: dict[str, int] = {}
         """The JSON size of each part of the mind's sections, as `room` last measured them."""
         for event in past:
@@ -219,11 +239,13 @@ class SanctumCore:
     def prompt_section(self) -> str:
         """The `Sanctum:` section: a short preamble, directives, then the wake text, within
         the room the mind's sections leave in the context budget."""
-        room = self.room()
-        signature = (self._signature(), room)
-        if self._cached is None or self._cached[0] != signature:
-            self._cached = (signature, SECTION_HEADER + self._compose(room))
-        return self._cached[1]
+        room, signature = self.room(), self._signature()
+        if self._cached is None or not self._cached.serves(signature, room):
+            text, whole = self._compose(room)
+            section = SECTION_HEADER + text
+            size = json_size(section) if whole else None
+            self._cached = Composed(signature, room, section, size)
+        return self._cached.text
 
     def room(self) -> int:
         """The JSON bytes the section may take: the system message may take half of the
@@ -367,14 +389,15 @@ class SanctumCore:
                     stamps.append(None)
         return tuple(stamps)
 
-    def _compose(self, room: int) -> str:
+    def _compose(self, room: int) -> tuple[str, bool]:
+        """The section's text after its header, and whether the room cut nothing in it."""
         if self.store is None:
-            return f"(unavailable: {self.failure or 'not opened yet'})"
+            return f"(unavailable: {self.failure or 'not opened yet'})", True
         try:
             woken = self.wake(pulse=self.pulse is not None)
         except SanctumRefusal as refusal:
             # A request must never fail for the sanctum; the being hears why it is missing.
-            return f"(unavailable: {refusal.message})"
+            return f"(unavailable: {refusal.message})", True
         lines = [PREAMBLE]
         if woken.unfinished:
             lines.append(FIRST_BREATH.format(files=", ".join(name for name, _ in woken.unfinished)))
@@ -384,7 +407,8 @@ class SanctumCore:
             cost = render_money(self.pulse.max_cost)
             lines.append(PULSE.format(rounds=self.pulse.max_rounds, cost=cost))
         preamble = "\n".join(lines) + "\n\n"
-        return preamble + fit(woken, room - json_size(SECTION_HEADER + preamble))
+        left = room - json_size(SECTION_HEADER + preamble)
+        return preamble + fit(woken, left), fits_whole(woken, left)
 
     def _handler(self, run: tools.SanctumTool) -> Callable[[JsonObject], Any]:
         async def handle(arguments: JsonObject) -> Outcome:

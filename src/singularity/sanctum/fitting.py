@@ -78,11 +78,18 @@ class _Piece:
     body: str
 
 
+def fits_whole(woken: Wake, room: int) -> bool:
+    """Whether `fit` gives the whole wake text in `room` JSON bytes: a First Breath text (a
+    few lines) in any room, another when its size is within the room; then in every larger
+    room too, so a room that changes but stays at least the text's size changes nothing."""
+    return woken.memory is None or json_size(woken.text) <= room
+
+
 def fit(woken: Wake, room: int) -> str:
     """The wake text within `room` JSON bytes (never less than its minimal form)."""
-    if woken.memory is None or json_size(woken.text) <= room:
-        return woken.text  # a First Breath text is a few lines, or the whole one fits
     memory = woken.memory
+    if memory is None or fits_whole(woken, room):
+        return woken.text
     standing = "\n".join(standing_lines(memory, woken.unfinished))
     pieces = [_Piece(f"===== {name} =====", stub(name, body)) for name, body in woken.identities]
     memory_map = _Piece("===== memory map =====", f"{MAP_CUT}\n{standing}")
