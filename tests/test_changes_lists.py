@@ -15,7 +15,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from singularity.store.changes import ListChange, _list_change
+from singularity.jsoncodec import compact_utf8
+from singularity.store.changes import Changes, ListChange, Tracker, _aligned_change, _list_change
+from tests.support.stores import a_being, archive_overflow, live_a_step
 
 
 def _same(first: Any, second: Any) -> bool:
@@ -63,3 +65,58 @@ def test_every_list_change_is_the_rules(step: tuple[list[Any], list[Any]]) -> No
     before = list(old)
     assert _list_change(old, new) == _rule(before, new)
     assert len(old) == len(before) and all(a is b for a, b in zip(old, before, strict=True))
+
+
+@settings(max_examples=400)
+@given(steps())
+def test_a_list_left_aligned_is_the_rules_and_puts_back(step: tuple[list[Any], list[Any]]) -> None:
+    old, new = step
+    before = list(old)
+    if _list_change(old, new) is None:
+        return  # an untouched list: `diff` asks no more of it
+    aligned: dict[int, tuple[int, Any, int]] = {}
+    change = _aligned_change(old, new, 3, aligned) if old and new else None
+    if change is None:  # not the usual step: left as it was
+        assert not aligned and len(old) == len(before)
+        assert all(a is b for a, b in zip(old, before, strict=True))
+        return
+    assert change == _rule(before, new) and old == new
+    dropped, head, added = aligned[3]
+    assert head is before[0] and (dropped, added) == (change.dropped, len(change.added))
+    del old[len(old) - added :]  # what `Tracker` does to put it back
+    if dropped:
+        old.insert(0, head)
+    assert len(old) == len(before) and all(a is b for a, b in zip(old, before, strict=True))
+
+
+def test_a_tracker_whose_diff_left_lists_aligned_diffs_and_takes_as_a_new_one_does() -> None:
+    state = a_being()
+    for index in range(12):
+        live_a_step(state, index)
+    tracker = Tracker()  # not archiving: the leaving message is encoded from the image
+    tracker.reset(state)
+    archive_overflow(state, keep=10)
+    tracker.reset(state)
+    for index in range(12, 40):
+        window = list(state.conversation)
+        if index % 2:
+            live_a_step(state, index)  # two messages in, two out
+        else:
+            state.conversation.append({"role": "user", "content": f"m{index}"})  # one
+        archive_overflow(state, keep=10)
+        fresh = Tracker()
+        first = tracker.diff(state)
+        changes = tracker.diff(state)  # put back, then aligned again: what `take` is given
+        assert changes == first
+        if index % 3 == 0:  # the image as last committed
+            leaving = changes.archived()
+            assert leaving and tracker.dropped_encoded(leaving) == [
+                compact_utf8(message) for message in window[:leaving]
+            ]
+        if index % 5 == 0:
+            tracker.take(state, Changes(dict(changes.fields), dict(changes.lists)))  # not seen
+        else:
+            tracker.take(state, changes)
+        assert not tracker.diff(state)
+        fresh.reset(state)
+        assert tracker._lists == fresh._lists

@@ -16,7 +16,9 @@ is not new run in C, item by item, without a call per item.
   again, in place.
 - Nothing is copied whole: a copy of a list touches the reference count of every item it
   holds, in memory gone cold while the previous step slept in its sync. `take` cuts and
-  extends the image's copies by what changed, and leaves an unchanged one as it is.
+  extends the image's copies by what changed, and leaves an unchanged one as it is; a
+  list changed by the usual step was already made the new list by `diff`, for its one
+  `==`, and left so for `take` (put back if `diff` is asked again first).
 
 The rule this relies on, which every writer of the state keeps: an item of a list (a
 message, a memory, an action record, a rule) is replaced, never changed in place once
@@ -291,6 +293,7 @@ def _items(keys: Sequence[Any]) -> Callable[[Any], tuple[Any, ...]]:
 
 _CONVERSATION = IDENTITY_LISTS.index("conversation")
 _LIST_AT = {path: index for index, path in enumerate(IDENTITY_LISTS)}
+_INDICES = range(len(IDENTITY_LISTS))
 
 
 def _containers(values: Sequence[Any]) -> list[int]:
@@ -405,6 +408,33 @@ def _holds(old: list[Any], start: int, new: list[Any], count: int) -> bool:
         old[:0] = head
 
 
+def _aligned_change(
+    old: list[Any], new: list[Any], index: int, aligned: dict[int, tuple[int, Any, int]]
+) -> ListChange | None:
+    """`_changed_list` of the usual step (nothing or one item cut, the whole tail kept,
+    items appended), found by making `old` the new list in place for one `==`, as `_holds`
+    does, but left so when it is: `aligned[index]` then says how to put it back (items cut,
+    the item cut, items added), and `take` has nothing left to apply to it. None, with
+    `old` as it was, when the step is not the usual one."""
+    first = new[0]
+    dropped = 0 if old[0] is first else 1 if len(old) > 1 and old[1] is first else -1
+    kept = len(old) - dropped
+    if dropped < 0 or kept > len(new) or new[kept - 1] is not old[-1]:
+        return None
+    head = old[0]
+    added = new[kept:]
+    if dropped:
+        del old[0]
+    old += added
+    if old == new:
+        aligned[index] = (dropped, head, len(added))
+        return ListChange(dropped, kept, list(map(_json, added)))
+    del old[kept:]
+    if dropped:
+        old.insert(0, head)
+    return None
+
+
 def _apply(image: list[Any], change: ListChange, new: list[Any]) -> None:
     """Make `image` (the old list) the `new` list that `change` describes, in place:
     only the items cut and added are touched."""
@@ -443,6 +473,9 @@ class Tracker:
         self._seen: _Seen | None = None
         """The last `diff`, with the objects and the lists it found and where the objects
         were replaced: what `take` makes the image when it is given that diff."""
+        self._aligned: dict[int, tuple[int, Any, int]] = {}
+        """The images of the lists the last `diff` found changed by the usual step, and
+        left as the new lists (`_aligned_change`): what puts each back, by its index."""
 
     @property
     def started(self) -> bool:
@@ -457,6 +490,7 @@ class Tracker:
         self._containers = _containers(current)
         self._parts = {paths[i]: _parts(current[i], []) for i in self._containers}
         self._lists = list(map(list, lists))
+        self._aligned.clear()
         window = self._lists[_CONVERSATION]
         # At a load or a checkpoint, not when a message leaves the window after it.
         self._messages = (
@@ -468,6 +502,8 @@ class Tracker:
 
     def diff(self, state: AgentState) -> Changes:
         """What changed since the image (everything, when there is none); not yet taken."""
+        if self._aligned:
+            self._put_back()
         paths, current, current_lists = _snapshot(state)
         values = self._values
         replaced = list(compress(range(len(current)), map(operator.is_not, current, self._objects)))
@@ -476,15 +512,26 @@ class Tracker:
         else:
             fields = self._changed_fields(paths, current, values, replaced)
         lists = {}
-        for path, old, new in zip(IDENTITY_LISTS, self._lists, current_lists, strict=False):
+        aligned = self._aligned
+        for index, old, new in zip(_INDICES, self._lists, current_lists, strict=False):
             if len(old) == len(new) and (
                 not old or (old[0] is new[0] and old[-1] is new[-1] and old == new)
             ):
                 continue  # the usual list: not touched
-            lists[path] = _changed_list(old, new)
+            change = _aligned_change(old, new, index, aligned) if old and new else None
+            lists[IDENTITY_LISTS[index]] = _changed_list(old, new) if change is None else change
         changes = Changes(fields, lists)
         self._seen = (changes, paths, current, current_lists, replaced)
         return changes
+
+    def _put_back(self) -> None:
+        """Make the images `diff` left as the new lists the old ones again."""
+        for index, (dropped, head, added) in self._aligned.items():
+            image = self._lists[index]
+            del image[len(image) - added :]
+            if dropped:
+                image.insert(0, head)
+        self._aligned.clear()
 
     def _changed_fields(
         self,
@@ -531,8 +578,10 @@ class Tracker:
         if count == 1:  # the usual step of a full window
             message = self._messages[0]
             if message is None:
+                self._put_back()  # the image as last committed: `take` applies the change
                 message = compact_utf8(_json(self._lists[_CONVERSATION][0]))
             return [message]
+        self._put_back()
         items = self._lists[_CONVERSATION][:count]
         known = self._messages[:count]
         return [
@@ -572,10 +621,14 @@ class Tracker:
                 now = current[where[path]]
                 if type(now) not in _LEAVES:  # the parts of a leaf are never asked
                     self._parts[path] = _parts(now, [])
-        # A list left out of `changes` equals its image (`==`): the image stays.
+        # A list left out of `changes` equals its image (`==`): the image stays; so does
+        # one that `diff` left as the new list.
+        aligned = self._aligned
         for path, change in changes.lists.items():
             index = _LIST_AT[path]
-            _apply(self._lists[index], change, lists[index])
+            if index not in aligned:
+                _apply(self._lists[index], change, lists[index])
+        aligned.clear()
         conversation = changes.lists.get("conversation")
         if conversation is not None:
             messages = self._messages
