@@ -120,3 +120,27 @@ def test_the_loop_resettles_between_steps(tmp_path: Path, monkeypatch: pytest.Mo
     assert bounds == [heap.BOUND, heap.BOUND]
     assert made_frozen  # what was made after boot was frozen at the step's end
     assert after == 0
+
+
+def test_a_being_whose_heap_another_shutdown_unfroze_is_frozen_again_at_its_next_step(
+    tmp_path: Path,
+) -> None:
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    with ScriptedServer() as server:
+
+        async def live() -> tuple[int, int]:
+            first = Runtime.boot(settings(tmp_path / "first", server))
+            second = Runtime.boot(settings(tmp_path / "second", server))
+            await first.once()
+            await first.shutdown()  # gc.unfreeze has no owner: the second's heap too
+            unfrozen = gc.get_freeze_count()
+            await second.once()
+            frozen = gc.get_freeze_count()
+            await second.shutdown()
+            return unfrozen, frozen
+
+        unfrozen, frozen = asyncio.run(live())
+    assert unfrozen == 0
+    assert frozen > heap.BOUND  # the process's heap is over the bound: frozen again
+    assert gc.get_freeze_count() == 0
