@@ -29,7 +29,7 @@ import gc
 BOUND = 10_000
 """Unfrozen tracked objects past which `resettle` collects and freezes again: a full pass
 over them costs a few milliseconds at most (~0.3-0.4 us an object for a full being's on
-the bench machine), and counting them between steps ~60 us at most."""
+the bench machine), and counting them between steps ~50 us at most."""
 
 
 def settle() -> None:
