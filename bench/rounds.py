@@ -113,11 +113,13 @@ def _cpu_timed(cycle: Callable[[], Any]) -> tuple[Any, float]:
 Runner = Callable[[Path, ServerProcess, str, int], Sample]
 
 
-async def _ours(
+def boot_ours(
     directory: Path, server: ServerProcess, kind: str, rounds: int, url: str | None
-) -> Sample:
+) -> Runtime:
+    """A fresh or full being made in `directory` (moved into the store at `url`, if any),
+    booted to live cycles of up to `rounds` tool rounds against `server`."""
     state_dir, workspace = directory / "state", directory / "workspace"
-    workspace.mkdir()
+    workspace.mkdir(parents=True)
     flags: dict[str, object] = {
         "brama_url": server.url,
         "workspace": str(workspace),
@@ -132,7 +134,13 @@ async def _ours(
 
         copy_being(StorePlace.directory(str(state_dir)), StorePlace.parse(url), None)
         state_dir, flags["state_url"] = directory / "local", url
-    runtime = Runtime.boot(settings_for(state_dir, resume=True, **flags))
+    return Runtime.boot(settings_for(state_dir, resume=True, **flags))
+
+
+async def _ours(
+    directory: Path, server: ServerProcess, kind: str, rounds: int, url: str | None
+) -> Sample:
+    runtime = boot_ours(directory, server, kind, rounds, url)
     loop = asyncio.get_running_loop()
     spent: list[float] = []
     try:

@@ -32,13 +32,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import machine, make_being, settings_for, table, write_results
-from bench.rounds import KINDS, WARM_UP_ROUNDS, script
+from bench import machine, table, write_results
+from bench.rounds import KINDS, WARM_UP_ROUNDS, boot_ours, script
 from bench.scripted_process import ServerProcess
 from singularity.runtime.being import LiveBeing
-from singularity.runtime.loop.lifecycle import Runtime
 from singularity.sanctum.extension import SanctumCore
-from singularity.state_place import StorePlace
 from singularity.store.changes import Tracker
 from singularity.store.directory import DirectoryStore
 from singularity.store.postgres.step import Call
@@ -119,23 +117,7 @@ async def _run(
     kind or None for none, the postmaster's pid)."""
     phases, timing, postmaster = counted
     directory = root / f"{kind}-{uuid.uuid4().hex[:8]}"
-    state_dir, workspace = directory / "state", directory / "workspace"
-    workspace.mkdir(parents=True)
-    flags: dict[str, object] = {
-        "brama_url": server.url,
-        "workspace": str(workspace),
-        "max_tool_rounds": str(rounds + 1),
-        "agent_name": "Bench",
-        "specialty": "benchmarks",
-        "agent_id": f"bench-{uuid.uuid4().hex[:12]}",
-    }
-    make_being(state_dir, "empty" if kind == "fresh" else "full", **flags).close()
-    if url is not None:
-        from singularity.store.transfer import copy_being
-
-        copy_being(StorePlace.directory(str(state_dir)), StorePlace.parse(url), None)
-        state_dir, flags["state_url"] = directory / "local", url
-    runtime = Runtime.boot(settings_for(state_dir, resume=True, **flags))
+    runtime = boot_ours(directory, server, kind, rounds, url)
     try:
         server.add(script(WARM_UP_ROUNDS))
         await runtime.once()
