@@ -1,8 +1,7 @@
 """The tracker's list comparison against its rule, written plainly with slices.
 
-`_list_change` finds a step's usual change (nothing or one item cut, the whole tail
-kept, items appended) by a shorter way than any other; whatever way it takes, its answer
-is the rule's: none for a list with the same ends and the same or equal items between
+`_list_change` and `_aligned_change` (the usual step's way: nothing or one item cut,
+the whole tail kept, items appended) answer as the rule does: none for a list with the same ends and the same or equal items between
 (`==` in C, by identity first); else `dropped` is where the new list's first item is in the old one (by
 identity, else by value, else past the end), `kept` the longest run after it whose items
 are the same or equal, and the old list is left exactly as it was.

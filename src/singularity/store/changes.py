@@ -338,19 +338,8 @@ def _list_change(old: list[Any], new: list[Any]) -> ListChange | None:
 
 def _changed_list(old: list[Any], new: list[Any]) -> ListChange:
     """`_list_change` of lists known not to be equal (`_same_ends` and `==`), or equal
-    only by value."""
-    if new and old:
-        # The usual step: nothing or one item cut, the whole tail kept, items appended.
-        first = new[0]
-        dropped = 0 if old[0] is first else 1 if len(old) > 1 and old[1] is first else -1
-        kept = len(old) - dropped
-        if (
-            dropped >= 0
-            and kept <= len(new)
-            and new[kept - 1] is old[-1]
-            and _holds(old, dropped, new, kept)
-        ):
-            return ListChange(dropped, kept, list(map(_json, new[kept:])))
+    only by value. `diff` asks it only when the step is not the usual one
+    (`_aligned_change`)."""
     dropped = len(old)
     if new:
         first = new[0]
@@ -380,22 +369,6 @@ def _holds(old: list[Any], start: int, new: list[Any], count: int) -> bool:
     without touching them. So `old` is made to line up with `new` for one `==`, by moving
     only the items outside the run, then put back.
     """
-    if start + count == len(old):  # the usual step: a whole tail kept
-        if not start:  # nothing cut
-            old += new[count:]
-            try:
-                return old == new
-            finally:
-                del old[count:]
-        if start == 1:  # one item cut, as a full window does
-            head = old[0]
-            del old[0]
-            old += new[count:]
-            try:
-                return old == new
-            finally:
-                del old[count:]
-                old.insert(0, head)
     head, tail, extra = old[:start], old[start + count :], new[count:]
     del old[start + count :]
     del old[:start]
