@@ -9,6 +9,7 @@ nothing applied; a migration that fails leaves neither its tables nor its record
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -40,6 +41,26 @@ def database() -> Iterator[str]:
     yield f"{server_url.rsplit('/', 1)[0]}/{name}"
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@contextlib.contextmanager
+def opened(url: str, agent: str) -> Iterator[PostgresStore]:
+    """The being's store, open, closed after."""
+    store = PostgresStore.open(url, agent)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def opened_before(url: str, agent: str, migration: str) -> Iterator[PostgresStore]:
+    """The being's store opened by a runtime that knows the migrations before `migration`
+    only (what an older version wrote), closed after."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", MIGRATIONS[: NAMES.index(migration)])
+        with opened(url, agent) as store:
+            yield store
 
 
 def connected(url: str) -> psycopg.Connection[Any]:
@@ -113,25 +134,16 @@ def test_a_failing_migration_leaves_neither_its_tables_nor_its_record(
         assert migrate(db) == []
 
 
-def test_a_being_written_before_0008_reads_back_and_lives_on_after_it(
-    database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_being_written_before_0008_reads_back_and_lives_on_after_it(database: str) -> None:
     # Its messages carry no archived count: the being's own column is read until they do.
-    before = NAMES.index("0008_archived_in_messages")
-    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
     state = a_being("old")
     state.conversation = [{"role": "user", "content": f"m{index}"} for index in range(3, 6)]
     state.mind.conversation_archived = 3
     archive = [{"role": "user", "content": f"m{index}"} for index in range(3)]
-    store = PostgresStore.open(database, "old")
-    try:
+    with opened_before(database, "old", "0008_archived_in_messages") as store:
         store.create(state, [{"type": "started", "at": AT}], archive)
-    finally:
-        store.close()
-    monkeypatch.undo()
     for step in range(4):
-        store = PostgresStore.open(database, "old")
-        try:
+        with opened(database, "old") as store:
             loaded = store.load()
             assert loaded is not None and loaded.to_json() == state.to_json()
             assert store.archived() == archive
@@ -145,28 +157,17 @@ def test_a_being_written_before_0008_reads_back_and_lives_on_after_it(
                 archive.append(state.conversation.pop(0))
             state.mind.conversation_archived += 1
             store.commit(state, [])
-        finally:
-            store.close()
 
 
-def test_a_being_written_before_0009_reads_back_and_lives_on_after_it(
-    database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_being_written_before_0009_reads_back_and_lives_on_after_it(database: str) -> None:
     # Its events carry no updated_at: the being's own column is read until one does.
-    before = NAMES.index("0009_updated_in_events")
-    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
     state = a_being("old")
     state.updated_at = "2026-01-01T00:00:01Z"
-    store = PostgresStore.open(database, "old")
-    try:
+    with opened_before(database, "old", "0009_updated_in_events") as store:
         store.create(state, [{"type": "started", "at": AT}, {"type": "warned", "at": AT}], [])
-    finally:
-        store.close()
-    monkeypatch.undo()
     steps = [("2026-01-01T00:00:03Z", False), ("2026-01-01T00:00:04Z", True), (None, None)]
     for updated_at, journaled in steps:
-        store = PostgresStore.open(database, "old")
-        try:
+        with opened(database, "old") as store:
             loaded = store.load()
             assert loaded is not None and loaded.to_json() == state.to_json()
             if updated_at is None:
@@ -174,31 +175,20 @@ def test_a_being_written_before_0009_reads_back_and_lives_on_after_it(
             state = loaded  # what the store's tracker knows
             state.updated_at = updated_at
             store.commit(state, [{"type": "warned", "at": AT}] if journaled else [])
-        finally:
-            store.close()
 
 
-def test_a_sanctum_written_before_0010_reads_back_and_lives_on_after_it(
-    database: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sanctum_written_before_0010_reads_back_and_lives_on_after_it(database: str) -> None:
     # Its appends were whole versions (as every version then was): they read as whole files.
-    before = NAMES.index("0010_sanctum_appends")
-    monkeypatch.setattr(migrations, "MIGRATIONS", MIGRATIONS[:before])
-    store = PostgresStore.open(database, "old")
-    try:
+    with opened_before(database, "old", "0010_sanctum_appends") as store:
         store.create(a_being("old"), [{"type": "started", "at": AT}], [])
         store.db.execute(  # what a runtime before 0010 wrote: a file, then an append to it
             "INSERT INTO singularity.sanctum_files (agent_id, path, version, content, epoch) "
             "VALUES ('old', 'notes/', 1, '', 1), ('old', 'notes/day.md', 1, 'one\n', 1), "
             "('old', 'notes/day.md', 2, 'one\ntwo\n', 1)"
         )
-    finally:
-        store.close()
-    monkeypatch.undo()
     expected = b"one\ntwo\n"
     for appended in (b"three\n", b"four\n", None):
-        store = PostgresStore.open(database, "old")
-        try:
+        with opened(database, "old") as store:
             assert store.load() is not None
             sanctum = held_sanctum(store, "/nonexistent")
             try:
@@ -210,8 +200,6 @@ def test_a_sanctum_written_before_0010_reads_back_and_lives_on_after_it(
                 expected += appended
             finally:
                 sanctum.close()
-        finally:
-            store.close()
     with connected(database) as db:
         rows = db.execute(
             "SELECT version, content, appended FROM singularity.sanctum_files "
