@@ -125,16 +125,21 @@ _EVENTS = """    IF p_step ? 'events' THEN
             (r->>2)::bigint, r->>3, r->>4
         FROM jsonb_array_elements(p_step->'events') WITH ORDINALITY AS x (r, i);
     END IF;"""
-_MESSAGES = """    l := p_step->'messages';
+_MESSAGES_CUT = """    l := p_step->'messages';
     IF l IS NOT NULL THEN
         IF l ? 'keep_below' THEN
             DELETE FROM singularity.messages
                 WHERE agent_id = p_agent AND seq >= (l->>'keep_below')::bigint;
         END IF;
-        INSERT INTO singularity.messages (agent_id, seq, role, message)
+"""
+"""How every version of a step's messages begins: the rows past the kept ones deleted."""
+_MESSAGES = (
+    _MESSAGES_CUT
+    + """        INSERT INTO singularity.messages (agent_id, seq, role, message)
         SELECT p_agent, (l->>'start')::bigint + i - 1, r->>0, (r->>1)::json
         FROM jsonb_array_elements(l->'rows') WITH ORDINALITY AS x (r, i);
     END IF;"""
+)
 
 
 _RARE_LISTS = (
@@ -181,13 +186,9 @@ STEP_FUNCTION_SHARED_LEASE = _filled("CREATE OR REPLACE FUNCTION", _SHARED_LEASE
 """`singularity.step` since `0007_step_shares_lease`: the lease's row is locked in share mode,
 not updated (`p_seconds` is no longer read; the renewer keeps the lease's expiry)."""
 
-_STAMPED_MESSAGES = """    l := p_step->'messages';
-    IF l IS NOT NULL THEN
-        IF l ? 'keep_below' THEN
-            DELETE FROM singularity.messages
-                WHERE agent_id = p_agent AND seq >= (l->>'keep_below')::bigint;
-        END IF;
-        IF l ? 'rows' THEN
+_STAMPED_MESSAGES = (
+    _MESSAGES_CUT
+    + """        IF l ? 'rows' THEN
             INSERT INTO singularity.messages (agent_id, seq, role, message, archived)
             SELECT p_agent, (l->>'start')::bigint + i - 1, r->>0, (r->>1)::json,
                 (l->>'archived')::bigint
@@ -200,6 +201,7 @@ _STAMPED_MESSAGES = """    l := p_step->'messages';
                 WHERE agent_id = p_agent;
         END IF;
     END IF;"""
+)
 STEP_FUNCTION_STAMPED = _filled(
     "CREATE OR REPLACE FUNCTION", _SHARED_LEASE, _STAMPED_MESSAGES, _RARE_LISTS
 )
