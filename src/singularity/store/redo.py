@@ -248,10 +248,8 @@ class RedoLog:
     def append(self, entry: Entry) -> None:
         """Write the step `encode` built and fdatasync it: the step is durable when this
         returns. Nothing else is done between the two system calls."""
-        try:  # `fsio.append_durably(self._fd, entry.data, "redo")`, its names built once
-            fsio.failpoint("redo.write")
-            fsio.write_all(self._fd, entry.data)
-            fsio.sync(self._fd, "redo.fsync", data_only=True)
+        try:
+            fsio.append_durably(self._fd, entry.data, "redo")
         except OSError as error:
             raise FatalIoError(f"cannot append to {REDO_FILE}: {os_error_text(error)}") from None
         self.seq += entry.records
