@@ -1,7 +1,7 @@
 """A full window's archive lines, held by the directory store and written in batches.
 
 The store counts the bytes of the lines it holds without building them
-(`conversation_archive.lines_size`, `line_span`); a batch is written once they make
+(`conversation_archive.lines_size`); a batch is written once they make
 `archive_batch` bytes, across the numbers whose lines grow by a digit.
 """
 
@@ -20,12 +20,9 @@ def test_the_size_of_lines_is_that_of_the_lines_built() -> None:
     for first in (0, 3, 8, 9, 10, 95, 99, 100, 998, 9999, 123456):
         built = conversation_archive.encoded_lines(first, messages)
         assert conversation_archive.lines_size(first, messages) == len(built)
-        for offset, message in enumerate(messages):
-            low, high, extra = conversation_archive.line_span(first + offset)
+        for offset, message in enumerate(messages):  # one message: a full window's step
             line = conversation_archive.encoded_lines(first + offset, [message])
-            assert low <= first + offset < high and len(line) == len(message) + extra
-            for seq in (low, high - 1):
-                assert len(conversation_archive.encoded_lines(seq, [message])) == len(line)
+            assert conversation_archive.lines_size(first + offset, [message]) == len(line)
 
 
 def test_batches_are_written_when_the_held_lines_reach_the_batch(tmp_path: Path) -> None:

@@ -82,15 +82,10 @@ LINE_EXTRA = len(b'{"seq":,"message":}\n')
 """The bytes a line adds to its message, besides the digits of its number."""
 
 
-def line_span(seq: int) -> tuple[int, int, int]:
-    """The numbers whose lines add as many bytes as `seq`'s to their message, `low <= n <
-    high`, and how many: `(low, high, extra)`."""
-    digits = len(b"%d" % seq)
-    return (10 ** (digits - 1) if digits > 1 else 0), 10**digits, LINE_EXTRA + digits
-
-
 def lines_size(first_seq: int, messages: Sequence[bytes]) -> int:
     """`len(encoded_lines(first_seq, messages))`, without building them."""
+    if len(messages) == 1:  # the usual step of a full window
+        return len(messages[0]) + LINE_EXTRA + len(b"%d" % first_seq)
     return sum(
         len(message) + LINE_EXTRA + len(b"%d" % (first_seq + offset))
         for offset, message in enumerate(messages)

@@ -197,9 +197,6 @@ class DirectoryStore:
         self._archive_first = 0
         self._archive_held_size = 0
         """The bytes of the held messages' lines."""
-        self._archive_span = (0, 0, 0)
-        """`conversation_archive.line_span` of the last message held: a line numbered
-        within it adds that many bytes to its message, found without building it."""
         self._activity_size = 0
         self._checkpoint_size = checkpoint_bytes
         """A log longer than this is checkpointed: `checkpoint_bytes`, or twice `state.json`."""
@@ -378,12 +375,7 @@ class DirectoryStore:
             self._write_archive()
             self._archive_first = first
         held += moved
-        low, high, extra = self._archive_span
-        if len(moved) == 1 and low <= first < high:  # the usual step of a full window
-            self._archive_held_size += len(moved[0]) + extra
-            return
         self._archive_held_size += conversation_archive.lines_size(first, moved)
-        self._archive_span = conversation_archive.line_span(first + len(moved) - 1)
 
     def _write_archive(self) -> None:
         """Write the held archive lines, before any later record: lines beyond the state's
